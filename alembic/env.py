@@ -1,0 +1,15 @@
+"""Alembic environment: runs migrations on the connection runbook-bot hands over."""
+
+from __future__ import annotations
+
+from alembic import context
+from bot.db import Base
+from bot.incidents import models  # noqa: F401  (registers the tables)
+
+connection = context.config.attributes.get("connection")
+if connection is None:
+    raise RuntimeError("run migrations through `runbook-bot db upgrade`")
+
+context.configure(connection=connection, target_metadata=Base.metadata)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,12 @@
+"""The Alertmanager webhook contract and intake.
+
+A POST passes `webhook` (credentials, size, content type, schema into `payload` models),
+then `ingest` stores it as one transaction: alerts grouped into an incident, every change
+written to the incident log. Only after that commit does the web layer answer 200.
+"""
+
+from bot.alerts import ingest, payload, webhook
+from bot.alerts.ingest import IngestResult
+from bot.alerts.payload import WebhookAlert, WebhookPayload
+
+__all__ = ["IngestResult", "WebhookAlert", "WebhookPayload", "ingest", "payload", "webhook"]

@@ -1,0 +1,204 @@
+"""Settings: environment `RUNBOOK_BOT_*` over an optional YAML file over defaults.
+
+`load_settings()` is the one way in. Invalid settings raise `ConfigInvalid` naming each
+setting, where it came from (environment variable or YAML key) and what is wrong; the CLI
+turns that into a message and exit code 2 before anything starts. The defaults give a
+working embedded setup: SQLite in the current directory, runbooks from `./runbooks`,
+listening on 127.0.0.1:8080.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from bot.durations import Duration, format_duration
+from bot.errors import ConfigInvalid
+
+ENV_PREFIX = "RUNBOOK_BOT_"
+CONFIG_ENV = "RUNBOOK_BOT_CONFIG"
+
+
+class Settings(BaseSettings):
+    """Every setting of runbook-bot. Field descriptions feed `docs/configuration.md`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, frozen=True
+    )
+
+    database_url: str = Field(
+        "sqlite:///./runbook-bot.db",
+        description=(
+            "SQLAlchemy URL of the database. SQLite (the embedded default, one worker) or "
+            "PostgreSQL for production: `postgresql+psycopg://user@host:5432/runbook_bot`."
+        ),
+    )
+    database_connect_timeout: Duration = Field(
+        timedelta(seconds=5),
+        description="How long to wait for a database connection before answering 503.",
+    )
+    runbooks_dir: Path = Field(Path("./runbooks"), description="Directory of runbook YAML files.")
+    listen_host: str = Field("127.0.0.1", description="Address `serve` binds to.")
+    listen_port: int = Field(8080, ge=1, le=65535, description="Port `serve` listens on.")
+    webhook_token: SecretStr | None = Field(
+        None,
+        description=(
+            "Bearer token Alertmanager must send (`http_config.authorization`). "
+            "Unset with no basic auth: the webhook accepts unauthenticated posts."
+        ),
+    )
+    webhook_token_file: Path | None = Field(
+        None,
+        description="File holding the bearer token (a mounted Secret); exclusive with "
+        "`webhook_token`.",
+    )
+    webhook_username: str | None = Field(
+        None, description="Basic-auth user Alertmanager must send (`http_config.basic_auth`)."
+    )
+    webhook_password: SecretStr | None = Field(
+        None, description="Basic-auth password; required with `webhook_username`."
+    )
+    max_body_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Largest webhook body accepted; larger posts get 413.",
+    )
+    reopen_window: Duration = Field(
+        timedelta(hours=24),
+        description="A resolved incident whose alert fires again within this window reopens; "
+        "later firings open a new incident.",
+    )
+    log_level: str = Field("info", description="Logging level: debug, info, warning, error.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The YAML file arrives as init values; the environment must win over it.
+        return env_settings, init_settings
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        if value.startswith(("postgresql://", "postgres://")):
+            return "postgresql+psycopg://" + value.split("://", 1)[1]
+        if not (value.startswith(("sqlite:///", "postgresql+psycopg://"))):
+            raise ValueError("use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.lower()
+        if level not in {"debug", "info", "warning", "error"}:
+            raise ValueError("use one of debug, info, warning, error")
+        return level
+
+    @model_validator(mode="after")
+    def _auth_is_consistent(self) -> Settings:
+        if self.webhook_token is not None and self.webhook_token_file is not None:
+            raise ValueError("set webhook_token or webhook_token_file, not both")
+        if (self.webhook_username is None) != (self.webhook_password is None):
+            raise ValueError("webhook_username and webhook_password go together")
+        if self.webhook_token_file is not None and not self.webhook_token_file.is_file():
+            raise ValueError(f"webhook_token_file {self.webhook_token_file} is not a file")
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    def bearer_token(self) -> str | None:
+        """The configured webhook bearer token, read from its file when one is set."""
+        if self.webhook_token is not None:
+            return self.webhook_token.get_secret_value()
+        if self.webhook_token_file is not None:
+            return self.webhook_token_file.read_text().strip()
+        return None
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from `overrides`, the environment and the YAML file, in that order."""
+    path = config_file or os.environ.get(CONFIG_ENV)
+    values: dict[str, Any] = _read_yaml(Path(path)) if path else {}
+    values.update(overrides)
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        raise ConfigInvalid(_describe(exc, source=str(path) if path else None)) from exc
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigInvalid(f"cannot read config file {path}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ConfigInvalid(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigInvalid(f"{path}: the config file must be a mapping of setting: value")
+    return data
+
+
+def _describe(exc: ValidationError, *, source: str | None) -> str:
+    lines = ["invalid settings:"]
+    for error in exc.errors():
+        name = ".".join(str(part) for part in error["loc"]) or "(settings)"
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = f"unknown setting (see `runbook-bot config` for the list){_in(source)}"
+        elif name != "(settings)":
+            message = f"{message} (env {ENV_PREFIX}{name.upper()} or YAML key `{name}`)"
+        lines.append(f"  {name}: {message}")
+    return "\n".join(lines)
+
+
+def _in(source: str | None) -> str:
+    return f" in {source}" if source else ""
+
+
+def reference_markdown() -> str:
+    """The settings reference, generated from the model (`docs/configuration.md`)."""
+    rows = [
+        "# Configuration",
+        "",
+        "Settings come from, highest priority first: environment variables "
+        f"`{ENV_PREFIX}<NAME>`, the YAML file given by `--config` or `{CONFIG_ENV}`, and the "
+        "defaults below. Durations are written like `30s`, `15m`, `1h30m`, `7d`. Invalid "
+        "settings stop the process at start, naming the setting.",
+        "",
+        "This page is generated by `runbook-bot config`; a test keeps it current.",
+        "",
+        "| YAML key | environment variable | default | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        if isinstance(default, timedelta):
+            shown = format_duration(default)
+        elif default is None:
+            shown = "unset"
+        else:
+            shown = str(default)
+        rows.append(
+            f"| `{name}` | `{ENV_PREFIX}{name.upper()}` | `{shown}` | {field.description} |"
+        )
+    return "\n".join(rows) + "\n"

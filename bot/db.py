@@ -1,0 +1,144 @@
+"""The database: engine, sessions, the declarative base and UTC timestamps.
+
+One `Database` per process wraps the SQLAlchemy engine and session factory. SQLite (the
+embedded default) runs in WAL mode and takes its write lock at BEGIN, so concurrent
+writers queue on the busy timeout instead of failing half-way; PostgreSQL gets a pool with
+pre-ping and a connect timeout. `transaction()` is the unit of work; driver errors that
+mean "the database is not there" become `StorageUnavailable`, which the web layer answers
+with 503 so Alertmanager retries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Engine, create_engine, event, exc
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.types import TypeDecorator
+
+from bot.clock import as_utc
+from bot.errors import StorageUnavailable
+
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC in Python, whatever the backend."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the database; use an aware UTC time")
+        value = value.astimezone(UTC)
+        # SQLite has no time zones: store naive UTC, re-attach UTC on the way out.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        return None if value is None else as_utc(value)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JsonType}
+
+
+class Database:
+    """The engine and session factory for one database URL."""
+
+    def __init__(self, url: str, *, connect_timeout: timedelta = timedelta(seconds=5)) -> None:
+        self.url = url
+        self.engine = _make_engine(url, connect_timeout)
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def is_postgres(self) -> bool:
+        return self.engine.dialect.name == "postgresql"
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A session inside one transaction: committed on success, rolled back on error."""
+        with storage_errors(self.engine), self.sessions.begin() as session:
+            yield session
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session for reads (and explicit commits)."""
+        with storage_errors(self.engine), self.sessions() as session:
+            yield session
+
+    def ping(self) -> None:
+        with storage_errors(self.engine), self.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def describe(self) -> str:
+        """The URL without its password, for messages."""
+        return self.engine.url.render_as_string(hide_password=True)
+
+
+@contextmanager
+def storage_errors(engine: Engine) -> Iterator[None]:
+    """Translate 'database unreachable / locked' driver errors into `StorageUnavailable`."""
+    try:
+        yield
+    except (exc.OperationalError, exc.InterfaceError, exc.TimeoutError) as err:
+        where = engine.url.render_as_string(hide_password=True)
+        reason = str(getattr(err, "orig", None) or err).strip().splitlines()[0]
+        raise StorageUnavailable(
+            f"database {where} is unavailable ({reason}); check that it is running and "
+            "reachable, then retry"
+        ) from err
+
+
+def _make_engine(url: str, connect_timeout: timedelta) -> Engine:
+    seconds = max(1, int(connect_timeout.total_seconds()))
+    serializer = {
+        "json_serializer": lambda obj: json.dumps(obj, ensure_ascii=False),
+    }
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url,
+            connect_args={"timeout": seconds, "check_same_thread": False},
+            **serializer,
+        )
+        _sqlite_pragmas(engine, seconds)
+        return engine
+    return create_engine(
+        url,
+        pool_size=10,
+        max_overflow=10,
+        pool_pre_ping=True,
+        pool_timeout=seconds,
+        connect_args={"connect_timeout": seconds},
+        **serializer,
+    )
+
+
+def _sqlite_pragmas(engine: Engine, busy_seconds: int) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not pysqlite, decide when transactions begin (see "begin" below).
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={busy_seconds * 1000}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # Take the write lock up front: a deferred transaction that reads then writes can
+        # fail with "database is locked" half-way; an immediate one waits its turn.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -1,0 +1,73 @@
+"""Every error a user can act on, in one tree.
+
+    BotError                      base; `str(err)` says what happened and what to do
+    ├── ConfigInvalid             settings failed validation at start
+    ├── StorageUnavailable        the database cannot be reached (retry later; HTTP 503)
+    ├── MigrationsPending         the database schema is behind the code
+    ├── RequestRejected           an inbound request is bad (carries its HTTP status)
+    │   ├── Unauthorized          401: missing or wrong credentials
+    │   ├── PayloadTooLarge       413: body above the configured limit
+    │   ├── UnsupportedMediaType  415: not JSON
+    │   └── PayloadInvalid        400: not JSON, or not the Alertmanager v4 schema
+    ├── IncidentNotFound          no incident with that number
+    ├── TransitionRefused         the lifecycle does not allow that change now
+    └── LogTampered               the incident log does not verify
+
+Callers decide by class, never by message text.
+"""
+
+from __future__ import annotations
+
+
+class BotError(Exception):
+    """Base of every runbook-bot error."""
+
+
+class ConfigInvalid(BotError):
+    """Settings failed validation; the message names each setting and the problem."""
+
+
+class StorageUnavailable(BotError):
+    """The database could not be reached or is locked; the operation may be retried."""
+
+
+class MigrationsPending(BotError):
+    """The database schema is not at the revision this code expects."""
+
+
+class RequestRejected(BotError):
+    """An inbound HTTP request was refused; `status` is the HTTP status to answer with."""
+
+    status: int = 400
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class Unauthorized(RequestRejected):
+    status = 401
+
+
+class PayloadTooLarge(RequestRejected):
+    status = 413
+
+
+class UnsupportedMediaType(RequestRejected):
+    status = 415
+
+
+class PayloadInvalid(RequestRejected):
+    status = 400
+
+
+class IncidentNotFound(BotError):
+    """No incident has the requested number."""
+
+
+class TransitionRefused(BotError):
+    """The incident's lifecycle does not allow the requested change in its current state."""
+
+
+class LogTampered(BotError):
+    """An incident log entry does not verify against the hash chain."""

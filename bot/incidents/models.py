@@ -1,0 +1,119 @@
+"""ORM classes of the incidents room: Incident, Alert and the incident log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from bot.db import Base
+
+ACTIVE_STATUSES = ("open", "acknowledged")
+_ACTIVE_SQL = "status IN ('open', 'acknowledged')"
+GENESIS = "0" * 64
+"""The `prev_hash` of an incident's first log entry."""
+
+
+class Incident(Base):
+    __tablename__ = "incidents"
+    __table_args__ = (
+        # At most one active incident per Alertmanager group: the database, not the code,
+        # is what makes concurrent webhook posts of one group open a single incident.
+        Index(
+            "uq_incidents_active_group",
+            "group_hash",
+            unique=True,
+            postgresql_where=text(_ACTIVE_SQL),
+            sqlite_where=text(_ACTIVE_SQL),
+        ),
+        Index("ix_incidents_status_severity", "status", "severity"),
+    )
+
+    number: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    title: Mapped[str] = mapped_column(String(500))
+    severity: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    owner: Mapped[str | None] = mapped_column(String(200))
+    disposition: Mapped[str | None] = mapped_column(Text)
+    group_key: Mapped[str] = mapped_column(Text)
+    group_hash: Mapped[str] = mapped_column(String(64), index=True)
+    receiver: Mapped[str] = mapped_column(String(200))
+    group_labels: Mapped[dict[str, Any]]
+    common_labels: Mapped[dict[str, Any]]
+    external_url: Mapped[str] = mapped_column(Text, default="")
+    truncated_alerts: Mapped[int] = mapped_column(Integer, default=0)
+    reopen_count: Mapped[int] = mapped_column(Integer, default=0)
+    opened_at: Mapped[datetime]
+    acknowledged_at: Mapped[datetime | None]
+    acknowledged_by: Mapped[str | None] = mapped_column(String(200))
+    resolved_at: Mapped[datetime | None]
+    resolved_by: Mapped[str | None] = mapped_column(String(200))
+    closed_at: Mapped[datetime | None]
+    reopened_at: Mapped[datetime | None]
+    alerts_cleared_at: Mapped[datetime | None]
+    updated_at: Mapped[datetime]
+    # Head of the hash chain; appends lock this row, so entries of one incident serialize
+    # while different incidents never wait on each other.
+    log_seq: Mapped[int] = mapped_column(Integer, default=0)
+    log_head: Mapped[str] = mapped_column(String(64), default=GENESIS)
+
+    @property
+    def ref(self) -> str:
+        return f"INC-{self.number}"
+
+
+class Alert(Base):
+    """One alert instance: Alertmanager's fingerprint plus the time it started firing."""
+
+    __tablename__ = "alerts"
+    __table_args__ = (UniqueConstraint("fingerprint", "starts_at", name="uq_alerts_instance"),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    incident_number: Mapped[int] = mapped_column(ForeignKey("incidents.number"), index=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    starts_at: Mapped[datetime]
+    status: Mapped[str] = mapped_column(String(16))
+    alertname: Mapped[str] = mapped_column(String(200))
+    severity: Mapped[str] = mapped_column(String(16))
+    labels: Mapped[dict[str, Any]]
+    annotations: Mapped[dict[str, Any]]
+    generator_url: Mapped[str] = mapped_column(Text, default="")
+    ends_at: Mapped[datetime | None]
+    first_received_at: Mapped[datetime]
+    last_received_at: Mapped[datetime]
+    receive_count: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class LogEntry(Base):
+    """One immutable line of an incident's log (PostgreSQL and SQLite triggers refuse edits)."""
+
+    __tablename__ = "incident_log"
+    __table_args__ = (UniqueConstraint("incident_number", "seq", name="uq_incident_log_seq"),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    incident_number: Mapped[int] = mapped_column(ForeignKey("incidents.number"))
+    seq: Mapped[int] = mapped_column(Integer)
+    at: Mapped[datetime]
+    actor_kind: Mapped[str] = mapped_column(String(16))
+    actor_id: Mapped[str] = mapped_column(String(200))
+    actor_name: Mapped[str] = mapped_column(String(200))
+    type: Mapped[str] = mapped_column(String(64))
+    summary: Mapped[str] = mapped_column(Text)
+    data: Mapped[dict[str, Any]]
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))

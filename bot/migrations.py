@@ -1,0 +1,59 @@
+"""The schema, changed only through Alembic: upgrade, current revision, pending check.
+
+The migration scripts live in `alembic/` at the repository root; an installed wheel
+carries them as `bot/_alembic`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from alembic import command
+from bot.db import Database, storage_errors
+from bot.errors import MigrationsPending
+
+
+def script_location() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_alembic", here.parent / "alembic"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise FileNotFoundError("alembic migration scripts not found next to the bot package")
+
+
+def _config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(script_location()))
+    return config
+
+
+def head() -> str:
+    revision = ScriptDirectory.from_config(_config()).get_current_head()
+    assert revision is not None, "the alembic directory has no revisions"
+    return revision
+
+
+def current(db: Database) -> str | None:
+    with storage_errors(db.engine), db.engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(db: Database, revision: str = "head") -> None:
+    config = _config()
+    with db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+
+
+def check(db: Database) -> None:
+    """Raise `MigrationsPending` unless the database is at the code's head revision."""
+    have, want = current(db), head()
+    if have != want:
+        raise MigrationsPending(
+            f"database {db.describe()} is at schema revision {have or 'none (empty)'}, "
+            f"this version needs {want}; run `runbook-bot db upgrade` first"
+        )

@@ -1,0 +1,152 @@
+"""The ASGI app: routes only. Each handler calls a room's service and shapes the answer.
+
+Blocking database work runs in the thread pool. `BotError`s map to statuses in one place
+(`_error`): bad input 4xx (Alertmanager does not retry), storage down 503 (it does).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bot import migrations
+from bot.alerts import ingest, webhook
+from bot.clock import Clock
+from bot.config import Settings
+from bot.db import Database
+from bot.errors import (
+    BotError,
+    IncidentNotFound,
+    MigrationsPending,
+    RequestRejected,
+    StorageUnavailable,
+)
+from bot.incidents import log, service, views
+from bot.metrics import Metrics, RequestMetrics, timer
+
+logger = logging.getLogger(__name__)
+
+
+def build_app(settings: Settings, db: Database, clock: Clock) -> Starlette:
+    def open_counts() -> dict[str, int]:
+        with db.session() as session:
+            return service.active_counts(session)
+
+    metrics = Metrics(open_counts)
+
+    async def alertmanager(request: Request) -> Response:
+        webhook.authenticate(request.headers, settings)
+        webhook.check_content_type(request.headers)
+        body = await webhook.read_body(request.headers, request.stream(), settings.max_body_bytes)
+        elapsed = timer()
+        payload = webhook.parse(body)
+        result = await run_in_threadpool(
+            ingest.ingest, db, payload, clock=clock, reopen_window=settings.reopen_window
+        )
+        metrics.ingest_seconds.observe(elapsed())
+        for outcome, count in result.counts().items():
+            metrics.alerts.labels(outcome).inc(count)
+        logger.info(
+            "INC-%s: %d new, %d repeated, %d resolved alerts%s",
+            result.incident,
+            result.new,
+            result.repeats,
+            result.resolved_alerts,
+            " (opened)" if result.opened else " (reopened)" if result.reopened else "",
+        )
+        return JSONResponse(result.as_dict())
+
+    async def list_incidents(request: Request) -> Response:
+        params = request.query_params
+        limit = _int_param(params.get("limit", "100"), "limit", 1, 1000)
+
+        def read() -> list[dict[str, Any]]:
+            with db.session() as session:
+                rows = service.list_incidents(
+                    session,
+                    status=_csv(params.getlist("status")),
+                    severity=_csv(params.getlist("severity")),
+                    limit=limit,
+                )
+                return [views.incident(row) for row in rows]
+
+        return JSONResponse({"incidents": await run_in_threadpool(read)})
+
+    async def show_incident(request: Request) -> Response:
+        number = service.parse_ref(request.path_params["number"])
+
+        def read() -> dict[str, Any]:
+            with db.session() as session:
+                body = views.incident(service.get(session, number))
+                body["alerts"] = [views.alert(a) for a in service.alerts_of(session, number)]
+                body["log"] = [views.log_entry(e) for e in log.entries(session, number)]
+                return body
+
+        return JSONResponse(await run_in_threadpool(read))
+
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(_: Request) -> Response:
+        def check() -> None:
+            db.ping()
+            migrations.check(db)
+
+        try:
+            await run_in_threadpool(check)
+        except BotError as exc:
+            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    async def metrics_page(_: Request) -> Response:
+        data = await run_in_threadpool(generate_latest, metrics.registry)
+        return Response(data, media_type=CONTENT_TYPE_LATEST)
+
+    routes = [
+        Route("/webhooks/alertmanager", alertmanager, methods=["POST"]),
+        Route("/api/incidents", list_incidents, methods=["GET"]),
+        Route("/api/incidents/{number}", show_incident, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_page, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(RequestMetrics, metrics=metrics)],
+        exception_handlers={BotError: _error},
+    )
+    app.state.metrics = metrics
+    return app
+
+
+async def _error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, RequestRejected):
+        body: dict[str, Any] = {"error": str(exc)}
+        if exc.field:
+            body["field"] = exc.field
+        headers = {"WWW-Authenticate": 'Bearer realm="runbook-bot"'} if exc.status == 401 else None
+        return JSONResponse(body, status_code=exc.status, headers=headers)
+    if isinstance(exc, StorageUnavailable | MigrationsPending):
+        logger.warning("%s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse({"error": str(exc)}, status_code=503, headers={"Retry-After": "10"})
+    if isinstance(exc, IncidentNotFound):
+        return JSONResponse({"error": str(exc)}, status_code=404)
+    return JSONResponse({"error": str(exc)}, status_code=409)
+
+
+def _csv(values: list[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def _int_param(raw: str, name: str, low: int, high: int) -> int:
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise RequestRejected(f"query parameter {name} must be a number from {low} to {high}")
+    return int(raw)

@@ -1,0 +1,99 @@
+"""Fixtures: every test that takes `db` runs on SQLite and on the real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.clock import FrozenClock
+from bot.config import Settings, load_settings
+from bot.db import Database
+from tests.support import server
+from tests.support.databases import Templates, backends, fresh_database
+
+
+@pytest.fixture(scope="session")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Templates]:
+    store = Templates(tmp_path_factory.mktemp("templates"))
+    yield store
+    store.drop_all()
+
+
+@pytest.fixture(params=backends())
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def db_url(templates: Templates, backend: str, tmp_path: Path) -> Iterator[str]:
+    with fresh_database(templates, backend, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(templates: Templates, tmp_path: Path) -> Iterator[str]:
+    """A fresh PostgreSQL database, for behaviour only PostgreSQL has."""
+    with fresh_database(templates, "postgresql", tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def db(db_url: str) -> Iterator[Database]:
+    database = Database(db_url)
+    yield database
+    database.dispose()
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(datetime(2026, 11, 29, 22, 5, 30, tzinfo=UTC))
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    return load_settings(database_url=db_url)
+
+
+@pytest.fixture
+def serve(db: Database, clock: FrozenClock, db_url: str) -> Iterator[Callable[..., httpx.Client]]:
+    """Start the real app on loopback with extra settings; return an httpx client for it."""
+    stack: list[Any] = []
+
+    def start(**overrides: Any) -> httpx.Client:
+        settings = load_settings(database_url=db_url, **overrides)
+        ctx = server.running(settings, db, clock)
+        url = ctx.__enter__()
+        stack.append(ctx)
+        client = httpx.Client(base_url=url, timeout=10)
+        stack.append(client)
+        return client
+
+    yield start
+    for item in reversed(stack):
+        if isinstance(item, httpx.Client):
+            item.close()
+        else:
+            item.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(serve: Callable[..., httpx.Client]) -> httpx.Client:
+    return serve()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Settings must not leak in from the developer's shell.
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("RUNBOOK_BOT_") and not key.startswith("RUNBOOK_BOT_TEST_"):
+            del os.environ[key]
+
+
+__all__ = ["Settings"]

@@ -1,0 +1,1 @@
+"""Test support: databases, a live server, payload builders, loopback peers."""

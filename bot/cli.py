@@ -10,7 +10,8 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -167,8 +168,13 @@ def _print(text: str) -> int:
     return 0
 
 
-def _database(settings: Settings) -> Database:
-    return Database(settings.database_url, connect_timeout=settings.database_connect_timeout)
+@contextmanager
+def _database(settings: Settings) -> Iterator[Database]:
+    db = Database(settings.database_url, connect_timeout=settings.database_connect_timeout)
+    try:
+        yield db
+    finally:
+        db.dispose()
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -176,33 +182,33 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from bot.web import build_app
 
-    db = _database(settings)
-    if settings.is_sqlite:
-        migrations.upgrade(db)
-    else:
-        migrations.check(db)
-    app = build_app(settings, db, SystemClock())
-    host, port = args.host or settings.listen_host, args.port or settings.listen_port
-    logging.getLogger(__name__).info(
-        "listening on http://%s:%s (database %s)", host, port, db.describe()
-    )
-    uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
+    with _database(settings) as db:
+        if settings.is_sqlite:
+            migrations.upgrade(db)
+        else:
+            migrations.check(db)
+        app = build_app(settings, db, SystemClock())
+        host, port = args.host or settings.listen_host, args.port or settings.listen_port
+        logging.getLogger(__name__).info(
+            "listening on http://%s:%s (database %s)", host, port, db.describe()
+        )
+        uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
     return 0
 
 
 def _db_upgrade(_: argparse.Namespace, settings: Settings) -> int:
-    db = _database(settings)
-    before = migrations.current(db)
-    migrations.upgrade(db)
-    after = migrations.current(db)
+    with _database(settings) as db:
+        before = migrations.current(db)
+        migrations.upgrade(db)
+        after = migrations.current(db)
     if before == after:
         return _print(f"database {db.describe()} is already at revision {after}")
     return _print(f"database {db.describe()} upgraded from {before or 'empty'} to {after}")
 
 
 def _db_current(_: argparse.Namespace, settings: Settings) -> int:
-    db = _database(settings)
-    have, want = migrations.current(db), migrations.head()
+    with _database(settings) as db:
+        have, want = migrations.current(db), migrations.head()
     state = "up to date" if have == want else "behind: run `runbook-bot db upgrade`"
     return _print(f"database {db.describe()}: revision {have or 'none'}, needs {want} ({state})")
 
@@ -225,8 +231,7 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def _incidents_list(args: argparse.Namespace, settings: Settings) -> int:
-    db = _database(settings)
-    with db.session() as session:
+    with _database(settings) as db, db.session() as session:
         rows = service.list_incidents(
             session,
             status=_split(args.status),
@@ -246,7 +251,7 @@ def _incidents_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def _incidents_show(args: argparse.Namespace, settings: Settings) -> int:
     number = service.parse_ref(args.incident)
-    with _database(settings).session() as session:
+    with _database(settings) as db, db.session() as session:
         incident = service.get(session, number)
         alerts = service.alerts_of(session, number)
         entries = log.entries(session, number)
@@ -283,7 +288,7 @@ def _transition(
 ) -> int:
     number = service.parse_ref(args.incident)
     actor = log.Actor.human(args.actor)
-    with _database(settings).transaction() as session:
+    with _database(settings) as db, db.transaction() as session:
         incident = apply(session, number, actor=actor, at=SystemClock().now(), **extra)
         return _print(f"{incident.ref} {incident.status} (owner: {incident.owner or '-'})")
 
@@ -306,8 +311,7 @@ def _close(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _log_verify(args: argparse.Namespace, settings: Settings) -> int:
-    db = _database(settings)
-    with db.session() as session:
+    with _database(settings) as db, db.session() as session:
         if args.incident:
             targets = [service.get(session, service.parse_ref(args.incident))]
         else:

@@ -1,0 +1,90 @@
+"""The read API, health and metrics, through the real app on loopback."""
+
+from __future__ import annotations
+
+import httpx
+
+from bot.db import Database
+from tests.support.payloads import alert, fixture, notification
+
+
+def _seed(client: httpx.Client) -> None:
+    client.post("/webhooks/alertmanager", json=fixture("xid79-firing.json"))
+    warm = alert(alertname="GPUHighTemperature", severity="warning", host="gpu-node-05")
+    client.post("/webhooks/alertmanager", json=notification([warm]))
+    info = alert(alertname="GPULowUtilization", severity="info", host="gpu-node-09")
+    client.post("/webhooks/alertmanager", json=notification([info]))
+
+
+def test_incident_list_is_newest_first_and_filters_by_status_and_severity(
+    client: httpx.Client,
+) -> None:
+    _seed(client)
+
+    everything = client.get("/api/incidents").json()["incidents"]
+    critical = client.get("/api/incidents", params={"severity": "critical"}).json()["incidents"]
+    two = client.get("/api/incidents?severity=critical,info&status=open").json()["incidents"]
+    resolved = client.get("/api/incidents", params={"status": "resolved"}).json()["incidents"]
+
+    assert [i["id"] for i in everything] == ["INC-3", "INC-2", "INC-1"]
+    assert [i["id"] for i in critical] == ["INC-1"]
+    assert [i["id"] for i in two] == ["INC-3", "INC-1"]
+    assert resolved == []
+
+
+def test_incident_detail_carries_alerts_and_log_and_unknown_numbers_get_404(
+    client: httpx.Client,
+) -> None:
+    _seed(client)
+
+    body = client.get("/api/incidents/INC-1").json()
+    missing = client.get("/api/incidents/77")
+    nonsense = client.get("/api/incidents/gpu-node-02")
+
+    assert body["id"] == "INC-1"
+    assert [a["fingerprint"] for a in body["alerts"]] == ["e05db4f7217eb7b7"]
+    assert [e["seq"] for e in body["log"]] == [1, 2]
+    assert body["log"][0]["actor"] == {
+        "kind": "alertmanager", "id": "bot", "name": "Alertmanager (bot)"
+    }
+    assert missing.status_code == 404
+    assert "INC-77 does not exist" in missing.json()["error"]
+    assert nonsense.status_code == 404
+    assert "write it like INC-42" in nonsense.json()["error"]
+
+
+def test_bad_limit_is_a_400_with_the_allowed_range(client: httpx.Client) -> None:
+    response = client.get("/api/incidents", params={"limit": "0"})
+
+    assert response.status_code == 400
+    assert "limit must be a number from 1 to 1000" in response.json()["error"]
+
+
+def test_health_and_readiness_report_a_migrated_database(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").json() == {"status": "ready"}
+
+
+def test_metrics_count_requests_alerts_and_active_incidents_by_severity(
+    client: httpx.Client, db: Database
+) -> None:
+    _seed(client)
+    client.post("/webhooks/alertmanager", json=fixture("xid79-firing.json"))  # a repeat
+    client.post("/webhooks/alertmanager", content=b"{", headers={"content-type": "application/json"})
+
+    text = client.get("/metrics").text
+
+    assert (
+        'runbook_bot_http_requests_total{method="POST",route="/webhooks/alertmanager",'
+        'status="200"} 4.0'
+    ) in text
+    assert (
+        'runbook_bot_http_requests_total{method="POST",route="/webhooks/alertmanager",'
+        'status="400"} 1.0'
+    ) in text
+    assert 'runbook_bot_alerts_ingested_total{outcome="new"} 3.0' in text
+    assert 'runbook_bot_alerts_ingested_total{outcome="repeat"} 1.0' in text
+    assert 'runbook_bot_incidents_active{severity="critical"} 1.0' in text
+    assert 'runbook_bot_incidents_active{severity="warning"} 1.0' in text
+    assert 'runbook_bot_incidents_active{severity="info"} 1.0' in text
+    assert "runbook_bot_ingest_seconds_count 4.0" in text

@@ -118,10 +118,12 @@ def _ingest(
         opened = True
 
     result = IngestResult(incident.number, opened=opened, reopened=reopened)
-    for alert in payload.alerts:
-        _apply(session, incident, alert, known, now, actor, result)
-
-    _raise_severity(session, incident, now, actor)
+    arrived = [
+        _severity_of(alert)
+        for alert in payload.alerts
+        if _apply(session, incident, alert, known, now, actor, result)
+    ]
+    _raise_severity(session, incident, arrived, now, actor)
     if payload.truncated_alerts and payload.truncated_alerts != incident.truncated_alerts:
         incident.truncated_alerts = payload.truncated_alerts
         log.append(
@@ -308,7 +310,8 @@ def _apply(
     now: datetime,
     actor: log.Actor,
     result: IngestResult,
-) -> None:
+) -> bool:
+    """Store or update one alert instance; True when it is new."""
     key = (alert.fingerprint, alert.starts_at)
     row = known.get(key)
     if row is None:
@@ -333,14 +336,14 @@ def _apply(
         _log_alert(session, incident, alert, now, actor, first=True)
         if not alert.firing:
             result.resolved_alerts += 1
-        return
+        return True
 
     row.last_received_at = now
     row.receive_count += 1
     row.annotations = dict(alert.annotations)
     if row.status == alert.status:
         result.repeats += 1
-        return
+        return False
     row.status = alert.status
     row.ends_at = alert.ends_at
     owner = (
@@ -353,6 +356,7 @@ def _apply(
         result.refired += 1
     else:
         result.resolved_alerts += 1
+    return False
 
 
 def _log_alert(
@@ -384,22 +388,28 @@ def _log_alert(
     )
 
 
-def _raise_severity(session: Session, incident: Incident, now: datetime, actor: log.Actor) -> None:
-    stmt = select(Alert.severity).where(Alert.incident_number == incident.number).distinct()
-    session.flush()
-    highest = max((Severity(s) for s in session.scalars(stmt)), key=lambda s: s.rank)
+def _raise_severity(
+    session: Session,
+    incident: Incident,
+    arrived: list[Severity],
+    now: datetime,
+    actor: log.Actor,
+) -> None:
+    """Only alerts new to the incident can raise it; earlier ones were counted already."""
     current = Severity(incident.severity)
-    if highest.rank > current.rank:
-        incident.severity = highest
-        log.append(
-            session,
-            incident,
-            at=now,
-            actor=actor,
-            type="incident.severity_raised",
-            summary=f"severity raised from {current.value} to {highest.value}",
-            data={"from": current.value, "to": highest.value},
-        )
+    highest = max(arrived, key=lambda s: s.rank, default=current)
+    if highest.rank <= current.rank:
+        return
+    incident.severity = highest
+    log.append(
+        session,
+        incident,
+        at=now,
+        actor=actor,
+        type="incident.severity_raised",
+        summary=f"severity raised from {current.value} to {highest.value}",
+        data={"from": current.value, "to": highest.value},
+    )
 
 
 def _settle(session: Session, incident: Incident, now: datetime) -> bool:

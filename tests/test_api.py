@@ -45,7 +45,9 @@ def test_incident_detail_carries_alerts_and_log_and_unknown_numbers_get_404(
     assert [a["fingerprint"] for a in body["alerts"]] == ["e05db4f7217eb7b7"]
     assert [e["seq"] for e in body["log"]] == [1, 2]
     assert body["log"][0]["actor"] == {
-        "kind": "alertmanager", "id": "bot", "name": "Alertmanager (bot)"
+        "kind": "alertmanager",
+        "id": "bot",
+        "name": "Alertmanager (bot)",
     }
     assert missing.status_code == 404
     assert "INC-77 does not exist" in missing.json()["error"]
@@ -70,7 +72,9 @@ def test_metrics_count_requests_alerts_and_active_incidents_by_severity(
 ) -> None:
     _seed(client)
     client.post("/webhooks/alertmanager", json=fixture("xid79-firing.json"))  # a repeat
-    client.post("/webhooks/alertmanager", content=b"{", headers={"content-type": "application/json"})
+    client.post(
+        "/webhooks/alertmanager", content=b"{", headers={"content-type": "application/json"}
+    )
 
     text = client.get("/metrics").text
 

@@ -16,11 +16,10 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+import bot.incidents.models  # noqa: F401  (registers the tables)
 from bot import cli
 from bot.db import Base, Database
 from tests.support.databases import PG_ADMIN, _admin, _pg_url, require_postgres
-
-import bot.incidents.models  # noqa: F401  (registers the tables)
 
 
 def test_models_match_the_migrations(db: Database) -> None:

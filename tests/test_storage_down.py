@@ -27,9 +27,11 @@ HOOK = "/webhooks/alertmanager"
 @contextmanager
 def _serve(url: str, clock: FrozenClock) -> Iterator[tuple[httpx.Client, Database]]:
     db = Database(url, connect_timeout=timedelta(seconds=1))
-    with server.running(load_settings(database_url=url), db, clock) as base:
-        with httpx.Client(base_url=base, timeout=15) as client:
-            yield client, db
+    with (
+        server.running(load_settings(database_url=url), db, clock) as base,
+        httpx.Client(base_url=base, timeout=15) as client,
+    ):
+        yield client, db
     db.dispose()
 
 

@@ -188,9 +188,7 @@ def test_alert_firing_again_after_the_window_opens_a_new_incident_that_points_ba
     assert opened["data"]["follows"] == "INC-1"
 
 
-def test_repeat_after_a_human_resolved_does_not_reopen(
-    client: httpx.Client, db: Database
-) -> None:
+def test_repeat_after_a_human_resolved_does_not_reopen(client: httpx.Client, db: Database) -> None:
     from bot.clock import SystemClock
     from bot.incidents import Actor, service
 
@@ -210,9 +208,7 @@ def test_repeat_after_a_human_resolved_does_not_reopen(
     assert incident(client, 1)["status"] == "resolved"
 
 
-def test_truncated_alerts_are_recorded_on_the_incident(
-    client: httpx.Client, db: Database
-) -> None:
+def test_truncated_alerts_are_recorded_on_the_incident(client: httpx.Client, db: Database) -> None:
     response = post(client, notification([alert()], truncated=37))
 
     assert response.status_code == 200
@@ -224,10 +220,20 @@ def test_a_critical_alert_joining_a_warning_incident_raises_its_severity(
     client: httpx.Client, db: Database
 ) -> None:
     group = {"Hostname": "gpu-node-02"}
-    post(client, notification([alert(alertname="GPUHighTemperature", severity="warning")],
-                              group=group))
-    post(client, notification([alert(alertname="GPUHighTemperature", severity="warning"),
-                               alert(alertname="GPUXIDError", severity="critical")], group=group))
+    post(
+        client,
+        notification([alert(alertname="GPUHighTemperature", severity="warning")], group=group),
+    )
+    post(
+        client,
+        notification(
+            [
+                alert(alertname="GPUHighTemperature", severity="warning"),
+                alert(alertname="GPUXIDError", severity="critical"),
+            ],
+            group=group,
+        ),
+    )
 
     assert incident(client, 1)["severity"] == "critical"
     assert "incident.severity_raised" in log_types(db, 1)
@@ -252,15 +258,18 @@ BAD_BODIES = {
         "field version",
     ),
     "missing groupKey": (
-        json.dumps({k: v for k, v in fixture("xid79-firing.json").items() if k != "groupKey"})
-        .encode(),
+        json.dumps(
+            {k: v for k, v in fixture("xid79-firing.json").items() if k != "groupKey"}
+        ).encode(),
         400,
         "field groupKey: Field required",
     ),
     "bad startsAt": (
         json.dumps(
-            {**fixture("xid79-firing.json"),
-             "alerts": [{**fixture("xid79-firing.json")["alerts"][0], "startsAt": "yesterday"}]}
+            {
+                **fixture("xid79-firing.json"),
+                "alerts": [{**fixture("xid79-firing.json")["alerts"][0], "startsAt": "yesterday"}],
+            }
         ).encode(),
         400,
         "field alerts.0.startsAt",
@@ -289,7 +298,8 @@ def test_non_json_content_type_gets_415_and_stores_nothing(
     client: httpx.Client, db: Database
 ) -> None:
     response = client.post(
-        HOOK, content=json.dumps(fixture("xid79-firing.json")),
+        HOOK,
+        content=json.dumps(fixture("xid79-firing.json")),
         headers={"content-type": "text/plain"},
     )
 
@@ -323,7 +333,9 @@ def test_chunked_body_above_the_limit_gets_413(
             yield payload[start : start + 512]
 
     response = client.post(
-        HOOK, content=chunks(), headers={"content-type": "application/json"}  # type: ignore[arg-type]
+        HOOK,
+        content=chunks(),
+        headers={"content-type": "application/json"},  # type: ignore[arg-type]
     )
 
     assert response.status_code == 413
@@ -373,6 +385,7 @@ def test_token_file_is_read_for_bearer_auth(
     client = serve(webhook_token_file=token)
 
     assert post(client, fixture("xid79-firing.json")).status_code == 401
-    ok = post(client, fixture("xid79-firing.json"),
-              headers={"authorization": "Bearer from-a-secret"})
+    ok = post(
+        client, fixture("xid79-firing.json"), headers={"authorization": "Bearer from-a-secret"}
+    )
     assert ok.status_code == 200

@@ -169,9 +169,12 @@ def _print(text: str) -> int:
 
 
 @contextmanager
-def _database(settings: Settings) -> Iterator[Database]:
+def _database(settings: Settings, *, migrated: bool = True) -> Iterator[Database]:
+    """The database; with `migrated`, refuse one whose schema is behind (say what to run)."""
     db = Database(settings.database_url, connect_timeout=settings.database_connect_timeout)
     try:
+        if migrated:
+            migrations.check(db)
         yield db
     finally:
         db.dispose()
@@ -182,7 +185,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from bot.web import build_app
 
-    with _database(settings) as db:
+    with _database(settings, migrated=False) as db:
         if settings.is_sqlite:
             migrations.upgrade(db)
         else:
@@ -197,7 +200,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _db_upgrade(_: argparse.Namespace, settings: Settings) -> int:
-    with _database(settings) as db:
+    with _database(settings, migrated=False) as db:
         before = migrations.current(db)
         migrations.upgrade(db)
         after = migrations.current(db)
@@ -207,7 +210,7 @@ def _db_upgrade(_: argparse.Namespace, settings: Settings) -> int:
 
 
 def _db_current(_: argparse.Namespace, settings: Settings) -> int:
-    with _database(settings) as db:
+    with _database(settings, migrated=False) as db:
         have, want = migrations.current(db), migrations.head()
     state = "up to date" if have == want else "behind: run `runbook-bot db upgrade`"
     return _print(f"database {db.describe()}: revision {have or 'none'}, needs {want} ({state})")

@@ -136,6 +136,14 @@ def _append_only() -> None:
                 f"CREATE TRIGGER incident_log_no_{event.lower()} BEFORE {event} ON incident_log "
                 f"BEGIN SELECT RAISE(ABORT, '{REFUSE}'); END"
             )
+        # INSERT OR REPLACE deletes the old row without firing DELETE triggers (SQLite's
+        # recursive_triggers is off by default): refuse any insert that would replace one.
+        op.execute(
+            "CREATE TRIGGER incident_log_no_replace BEFORE INSERT ON incident_log "
+            "WHEN EXISTS (SELECT 1 FROM incident_log WHERE id = NEW.id "
+            "OR (incident_number = NEW.incident_number AND seq = NEW.seq)) "
+            f"BEGIN SELECT RAISE(ABORT, '{REFUSE}'); END"
+        )
 
 
 def downgrade() -> None:

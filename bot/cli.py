@@ -154,6 +154,33 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("incident", metavar="INC-N", nargs="?")
     verify.set_defaults(handler=_log_verify)
 
+    sim = commands.add_parser(
+        "sim",
+        help="run the simulated GPU cluster (a Kubernetes API on loopback)",
+        description="Serve a simulated Kubernetes API seeded from a scenario: GPU nodes, "
+        "training jobs under PodDisruptionBudgets, DaemonSets, a static and a bare pod. "
+        "kubectl and the bot's actions work against it. Writes a kubeconfig for it.",
+    )
+    sim.add_argument(
+        "--scenario",
+        metavar="FILE",
+        help="scenario YAML (default: the packaged gpu-cluster scenario)",
+    )
+    sim.add_argument("--port", type=int, default=6443, help="port on 127.0.0.1 (default 6443)")
+    sim.add_argument(
+        "--kubeconfig",
+        default="runbook-bot-sim.kubeconfig",
+        metavar="PATH",
+        help="where to write the kubeconfig (default ./runbook-bot-sim.kubeconfig)",
+    )
+    sim.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="multiply grace periods and start-up delays (0.1 = ten times faster)",
+    )
+    sim.set_defaults(handler=_sim)
+
     config = commands.add_parser(
         "config",
         help="print the settings reference",
@@ -325,6 +352,16 @@ def _log_verify(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"runbook-bot: log verification FAILED: {broken}", file=sys.stderr)
                 return 1
         return _print(f"log verified: {len(targets)} incident(s), every entry intact")
+
+
+def _sim(args: argparse.Namespace, _: Settings) -> int:
+    from pathlib import Path
+
+    from bot import sim
+
+    scenario = args.scenario or Path(sim.__file__).parent / "scenarios" / "gpu-cluster.yaml"
+    sim.run(scenario, port=args.port, kubeconfig_path=args.kubeconfig, time_scale=args.time_scale)
+    return 0
 
 
 def _split(values: list[str]) -> list[str]:

@@ -1,0 +1,1 @@
+"""Tests of the simulated cluster (`bot.sim`) through the real client, kubectl and HTTP."""

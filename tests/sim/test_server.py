@@ -1,0 +1,68 @@
+"""Serving: the standalone `run` command and the loopback-only rule."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from bot.sim import SimHandle, run
+from bot.sim.presets import SEED
+
+
+def test_running_serves_on_loopback_and_writes_a_usable_kubeconfig(
+    sim: SimHandle, tmp_path: Path
+) -> None:
+    path = sim.write_kubeconfig(tmp_path / "nested" / "kubeconfig")
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+
+    assert sim.url.startswith("http://127.0.0.1:")
+    assert config["current-context"] == "runbook-bot-sim"
+    assert config["clusters"][0]["cluster"]["server"] == sim.url
+    assert httpx.get(f"{sim.url}/version", timeout=5).json()["gitVersion"] == "v1.32.4"
+
+
+def test_run_refuses_to_serve_beyond_loopback(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="only on loopback"):
+        run(SEED, host="0.0.0.0", port=0, kubeconfig_path=tmp_path / "kubeconfig")
+
+
+def test_run_serves_until_interrupted_and_announces_the_kubeconfig(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    script = (
+        "from bot.sim import run; "
+        f"run({str(SEED)!r}, port=0, kubeconfig_path={str(kubeconfig)!r}, time_scale=0.05)"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 20
+        version = None
+        while version is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            if not kubeconfig.exists():
+                continue
+            url = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))["clusters"][0]
+            try:
+                version = httpx.get(f"{url['cluster']['server']}/version", timeout=2).json()
+            except httpx.TransportError:
+                continue
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=5)
+
+    assert version is not None and version["minor"] == "32"
+    assert process.returncode == 0, err
+    assert f"kubeconfig: {kubeconfig}" in out
+    assert f"kubectl --kubeconfig {kubeconfig} get nodes" in out
+    assert "http://127.0.0.1:" in out

@@ -7,6 +7,7 @@ Exit codes: 0 done; 1 the operation failed or was refused (the message says why)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -153,6 +154,36 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("incident", metavar="INC-N", nargs="?")
     verify.set_defaults(handler=_log_verify)
+
+    actions = commands.add_parser(
+        "actions",
+        help="list the actions runbooks can run",
+        description="List every registered action with its risk; with NAME, its parameters.",
+    )
+    actions.add_argument("name", metavar="NAME", nargs="?")
+    actions.set_defaults(handler=_actions)
+
+    run_action = commands.add_parser(
+        "action",
+        help="run one action directly, like kubectl",
+        description="Run one action with your own credentials (KUBECONFIG, settings). "
+        "Parameters are key=value; a value starting with [ or { is JSON. With --incident "
+        "the run is recorded in that incident's log.",
+    )
+    run_action.add_argument("name", metavar="NAME")
+    run_action.add_argument("params", metavar="KEY=VALUE", nargs="*")
+    run_action.add_argument("--dry-run", action="store_true", help="server-side dry run")
+    run_action.add_argument("--json", action="store_true", help="print the result as JSON")
+    run_action.add_argument("--incident", metavar="INC-N", help="record the run in this log")
+    run_action.add_argument(
+        "--as", dest="actor", metavar="USER", help="who runs it (default: your login name)"
+    )
+    run_action.add_argument(
+        "--override-breaker",
+        action="store_true",
+        help="admin override of the circuit breaker (recorded in the log)",
+    )
+    run_action.set_defaults(handler=_action)
 
     sim = commands.add_parser(
         "sim",
@@ -352,6 +383,99 @@ def _log_verify(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"runbook-bot: log verification FAILED: {broken}", file=sys.stderr)
                 return 1
         return _print(f"log verified: {len(targets)} incident(s), every entry intact")
+
+
+def _actions(args: argparse.Namespace, _: Settings) -> int:
+    from bot.actions import registry
+
+    if args.name:
+        chosen = registry.get(args.name)
+        lines = [f"{chosen.name} ({chosen.risk.value}): {chosen.description}", "Parameters:"]
+        for name, kind, required, text in chosen.parameters():
+            flag = "required" if required else "optional"
+            lines.append(f"  {name:<18} {kind:<10} {flag:<9} {text}")
+        lines.append(f"Dry run: {'yes' if chosen.dry_run else 'no'}")
+        return _print("\n".join(lines))
+    table = [["ACTION", "RISK", "DRY-RUN", "DESCRIPTION"]]
+    table += [
+        [a.name, a.risk.value, "yes" if a.dry_run else "no", a.description]
+        for a in registry.all_actions()
+    ]
+    return _print(_table(table))
+
+
+def _action(args: argparse.Namespace, settings: Settings) -> int:
+    import getpass
+
+    from bot.actions import ActionContext, execute, registry
+
+    chosen = registry.get(args.name)
+    raw = _key_values(args.params)
+    actor = args.actor or getpass.getuser()
+    clock = SystemClock()
+    with contextlib.ExitStack() as stack:
+        record = None
+        if args.incident:
+            if not args.actor:
+                raise BotError("--incident needs --as USER: the log names who acted")
+            db = stack.enter_context(_database(settings))
+            record = _recorder(db, service.parse_ref(args.incident), args.actor, clock)
+        ctx = ActionContext(
+            actor=actor,
+            settings=settings,
+            clock=clock,
+            incident=args.incident,
+            dry_run=args.dry_run,
+            admin_override=args.override_breaker,
+            progress=lambda message: print(f"... {message}", file=sys.stderr, flush=True),
+        )
+        if record is not None:
+            ctx.record = record
+        outcome = execute(chosen, raw, ctx)
+    result = outcome.result
+    if args.json:
+        _print(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    else:
+        _print(result.summary)
+    return 0 if result.ok else 1
+
+
+def _recorder(
+    db: Database, number: int, user: str, clock: SystemClock
+) -> Callable[[str, str, dict[str, Any]], None]:
+    with db.session() as session:
+        service.get(session, number)  # fail now, before the action runs
+
+    def record(kind: str, summary: str, data: dict[str, Any]) -> None:
+        with db.transaction() as session:
+            incident = service.get(session, number, lock=True)
+            log.append(
+                session,
+                incident,
+                at=clock.now(),
+                actor=log.Actor.human(user),
+                type=kind,
+                summary=summary,
+                data=data,
+            )
+
+    return record
+
+
+def _key_values(items: list[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BotError(f"parameter {item!r} is not KEY=VALUE (e.g. node=gpu-node-02)")
+        if value[:1] in ("[", "{"):
+            try:
+                values[key] = json.loads(value)
+            except ValueError as exc:
+                raise BotError(f"parameter {key}: value is not valid JSON ({exc})") from exc
+        else:
+            values[key] = value
+    return values
 
 
 def _sim(args: argparse.Namespace, _: Settings) -> int:

@@ -76,6 +76,43 @@ class Settings(BaseSettings):
         "later firings open a new incident.",
     )
     log_level: str = Field("info", description="Logging level: debug, info, warning, error.")
+    kubeconfig: Path | None = Field(
+        None,
+        description="Kubeconfig file for the cluster; unset: $KUBECONFIG or ~/.kube/config.",
+    )
+    kube_context: str | None = Field(None, description="Kubeconfig context; unset: current.")
+    kube_in_cluster: bool = Field(
+        False, description="Use the pod's service account (when running in the cluster)."
+    )
+    kube_timeout: Duration = Field(
+        timedelta(seconds=15), description="Timeout of one Kubernetes API call."
+    )
+    drain_timeout: Duration = Field(
+        timedelta(minutes=10),
+        description="How long a drain waits for pods to leave before it gives up and lists "
+        "the ones that remain.",
+    )
+    breaker_max_fraction: float = Field(
+        0.10,
+        gt=0,
+        le=1,
+        description="Circuit breaker: the bot never has more than this share of GPU nodes "
+        "cordoned by itself (at least one node).",
+    )
+    breaker_max_nodes: int = Field(
+        3, ge=1, description="Circuit breaker: and never more than this many nodes."
+    )
+    gpu_node_selector: str = Field(
+        "nvidia.com/gpu.present=true",
+        description="Label selector of the GPU nodes the circuit breaker counts.",
+    )
+    node_job_image: str = Field(
+        "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
+        description="Image of the Jobs that run diagnostics on a node (k8s.node_job).",
+    )
+    node_job_namespace: str = Field(
+        "runbook-bot", description="Namespace where node Jobs are created."
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -11,7 +11,13 @@
     │   └── PayloadInvalid        400: not JSON, or not the Alertmanager v4 schema
     ├── IncidentNotFound          no incident with that number
     ├── TransitionRefused         the lifecycle does not allow that change now
-    └── LogTampered               the incident log does not verify
+    ├── LogTampered               the incident log does not verify
+    ├── ActionUnknown             no registered action has that name
+    ├── ParamsInvalid             action parameters failed their model (no call was made)
+    └── ActionError               an action failed; the class carries the retry decision
+        ├── PermanentActionError  retrying will not help (refused, forbidden, not found)
+        │   └── BreakerOpen       the circuit breaker refuses more cordoned GPU nodes
+        └── TemporaryActionError  may succeed later; `delay` says when to try again
 
 Callers decide by class, never by message text.
 """
@@ -71,3 +77,31 @@ class TransitionRefused(BotError):
 
 class LogTampered(BotError):
     """An incident log entry does not verify against the hash chain."""
+
+
+class ActionUnknown(BotError):
+    """No registered action has that name; the message suggests the closest one."""
+
+
+class ParamsInvalid(BotError):
+    """Action parameters failed validation; nothing was called."""
+
+
+class ActionError(BotError):
+    """An action could not do its work; `str(err)` is the reason a human can act on."""
+
+
+class PermanentActionError(ActionError):
+    """Retrying will not help: the target refused, is missing, or we are not allowed."""
+
+
+class BreakerOpen(PermanentActionError):
+    """The circuit breaker refuses to take more GPU nodes out of service."""
+
+
+class TemporaryActionError(ActionError):
+    """The action may succeed later (API throttled, timeout); retry after `delay` seconds."""
+
+    def __init__(self, message: str, *, delay: float = 5.0) -> None:
+        super().__init__(message)
+        self.delay = delay

@@ -65,9 +65,7 @@ class SimHandle:
         """A `kubernetes.client.ApiClient` for this simulator; closed when the handle stops."""
         from kubernetes import config
 
-        client = config.new_client_from_config_dict(  # type: ignore[no-untyped-call]
-            kubeconfig(self.url), persist_config=False
-        )
+        client = config.new_client_from_config_dict(kubeconfig(self.url), persist_config=False)
         self._clients.append(client)
         return client
 

@@ -1,0 +1,54 @@
+"""What an executor gets to work with: who, when, where to report, and the cluster.
+
+Actions never import chat, the engine or the incident log; they report through the two
+callbacks here. `progress` updates whoever watches (the CLI prints it, the chat card will
+edit itself); `record` writes a structured event to the incident's log when there is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.clock import Clock, SystemClock
+from bot.config import Settings
+
+Progress = Callable[[str], None]
+Record = Callable[[str, str, dict[str, Any]], None]
+
+
+def _ignore_progress(message: str) -> None:
+    return None
+
+
+def _ignore_record(kind: str, summary: str, data: dict[str, Any]) -> None:
+    return None
+
+
+@dataclass
+class ActionContext:
+    """One run of one action on behalf of `actor` (a person's id, or `runbook-bot`)."""
+
+    actor: str
+    settings: Settings
+    clock: Clock = field(default_factory=SystemClock)
+    incident: str | None = None
+    dry_run: bool = False
+    admin_override: bool = False
+    progress: Progress = _ignore_progress
+    record: Record = _ignore_record
+    # Built on first use, so read-only runs of other kinds never touch the cluster.
+    kube_factory: Callable[[], Any] | None = None
+    _kube: Any = field(default=None, repr=False)
+
+    def kube(self) -> Any:
+        """The `kubernetes.client.ApiClient` for this run."""
+        if self._kube is None:
+            if self.kube_factory is None:
+                from bot.actions.cluster import connect
+
+                self._kube = connect(self.settings)
+            else:
+                self._kube = self.kube_factory()
+        return self._kube

@@ -1,0 +1,78 @@
+"""Running one action: validate, record before, execute, record after, never raise.
+
+`execute` is what the CLI, and later the runbook engine, call. It turns every failure
+into a result a human can act on, and keeps the retry decision in `Outcome.retry_after`
+(set only by `TemporaryActionError`). Unexpected exceptions are logged with an error id
+and reported by that id, so a bug never leaks a traceback into chat or the incident log.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from bot.actions import registry
+from bot.actions.context import ActionContext
+from bot.actions.types import Result
+from bot.errors import ActionError, PermanentActionError, TemporaryActionError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    action: str
+    params: dict[str, Any]
+    result: Result
+    retry_after: float | None = None
+
+
+def execute(action: registry.Action, raw: dict[str, Any], ctx: ActionContext) -> Outcome:
+    """Run `action` with raw parameters. Raises only `ParamsInvalid` (before anything runs)."""
+    params = action.parse(raw)
+    shown = params.model_dump(mode="json")
+    if ctx.dry_run and not action.dry_run:
+        result = Result(ok=False, summary=f"{action.name} does not support dry run", dry_run=True)
+        return Outcome(action.name, shown, result)
+    verb = "dry-run" if ctx.dry_run else "run"
+    ctx.record(
+        "action.started",
+        f"{ctx.actor} started {action.name} ({_brief(shown)})"
+        + (" [dry run]" if ctx.dry_run else ""),
+        {"action": action.name, "params": shown, "risk": action.risk.value, "dry_run": ctx.dry_run},
+    )
+    retry_after: float | None = None
+    try:
+        result = action.run(ctx, params)
+    except TemporaryActionError as exc:
+        result, retry_after = Result(ok=False, summary=str(exc), dry_run=ctx.dry_run), exc.delay
+    except (PermanentActionError, ActionError) as exc:
+        result = Result(ok=False, summary=str(exc), dry_run=ctx.dry_run)
+    except Exception:
+        error_id = uuid.uuid4().hex[:8]
+        logger.exception("action %s failed unexpectedly (error id %s)", action.name, error_id)
+        result = Result(
+            ok=False,
+            summary=f"{action.name} failed with an internal error (id {error_id}); "
+            "the bot's log has the details",
+            dry_run=ctx.dry_run,
+        )
+    ctx.record(
+        "action.finished" if result.ok else "action.failed",
+        f"{action.name} {verb}: {result.summary}",
+        {
+            "action": action.name,
+            "params": shown,
+            "ok": result.ok,
+            "result": result.model_dump(mode="json"),
+            "retry_after": retry_after,
+        },
+    )
+    return Outcome(action.name, shown, result, retry_after)
+
+
+def _brief(params: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={v}" for k, v in params.items() if v not in (None, [], {}, False))
+    return text[:200]

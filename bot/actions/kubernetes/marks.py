@@ -1,0 +1,59 @@
+"""The annotations the bot writes on nodes it changes, and how to read them back.
+
+`runbook-bot/cordoned-by` etc. say which incident, who and why; they are how the bot
+knows a node is "its" cordon (and may be uncordoned by it) and how the circuit breaker
+counts the nodes it holds. A human uncordon clears `spec.unschedulable` but leaves our
+annotations: such a node is no longer ours, and the bot never re-cordons it silently.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+PREFIX = "runbook-bot/"
+INCIDENT = PREFIX + "incident"
+BY = PREFIX + "by"
+REASON = PREFIX + "reason"
+AT = PREFIX + "at"
+CORDONED = PREFIX + "cordoned"
+"""Present (value "true") while the bot's cordon stands."""
+
+KEYS = (INCIDENT, BY, REASON, AT, CORDONED)
+
+
+def cordon_annotations(
+    *, incident: str | None, actor: str, reason: str, at: datetime
+) -> dict[str, str]:
+    return {
+        INCIDENT: incident or "",
+        BY: actor,
+        REASON: reason[:250],
+        AT: at.isoformat().replace("+00:00", "Z"),
+        CORDONED: "true",
+    }
+
+
+def cleared() -> dict[str, None]:
+    """A merge patch removing every bot annotation."""
+    return dict.fromkeys(KEYS)
+
+
+def annotations_of(node: Any) -> dict[str, str]:
+    meta = getattr(node, "metadata", None)
+    return dict(getattr(meta, "annotations", None) or {})
+
+
+def cordoned_by_bot(node: Any) -> bool:
+    """The node is unschedulable and the bot's cordon mark is on it."""
+    spec = getattr(node, "spec", None)
+    return bool(getattr(spec, "unschedulable", False)) and (
+        annotations_of(node).get(CORDONED) == "true"
+    )
+
+
+def holder(node: Any) -> str:
+    """Who holds the bot's cordon, for messages: "INC-41 (alice)"."""
+    notes = annotations_of(node)
+    who = notes.get(BY) or "unknown"
+    return f"{notes[INCIDENT]} ({who})" if notes.get(INCIDENT) else f"{who}, outside any incident"

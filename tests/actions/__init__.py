@@ -1,0 +1,1 @@
+"""Tests of the action registry and its executors, against the simulated cluster."""

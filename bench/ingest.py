@@ -1,0 +1,359 @@
+"""Ingest benchmark: Alertmanager-shaped webhook load against `runbook-bot serve` on PostgreSQL.
+
+Recreates the database `runbook_bot_bench`, migrates it, starts the real service as a
+subprocess on a free loopback port and drives POST /webhooks/alertmanager from N asyncio
+clients (httpx) until a batch count or a time budget runs out, whichever comes first. Traffic
+models 1,000 GPU nodes x 8 GPUs with DCGM-style labels; each POST is one Alertmanager group
+(Hostname, alertname) of 10 alerts, and a group is never in flight twice (Alertmanager sends
+one notification per group at a time). Mix: ~50% new firing groups, ~35% repeats (same
+fingerprint + startsAt), ~15% resolutions. Client, server and PostgreSQL share the machine.
+
+    .venv/bin/python bench/ingest.py [--database-url URL] [--clients N] [--seconds S] [--batches N]
+
+Exit 1 on any non-200 answer, a failed sanity check or a setup failure. Targets: >= 1,000
+alerts/s and p99 < 100 ms; a miss is reported (MISS) but is not an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import psycopg
+from psycopg import sql
+from sqlalchemy.engine import make_url
+
+DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/runbook_bot_bench"
+NODES, GPUS, PER_POST = 1000, 8, 10
+MIX = {"new": 0.50, "repeat": 0.35, "resolved": 0.15}
+TARGET_RATE, TARGET_P99_MS = 1000.0, 100.0
+# alertname: (severity, the label that tells a group's 10 alerts apart beyond `gpu`, its values)
+RULES = {
+    "GPUXIDError": ("critical", "xid", ("79", "48")),
+    "GPUHighTemperature": ("warning", "sensor", ("gpu", "memory")),
+    "GPUEccErrorsGrowing": ("warning", "ecc", ("sbe", "dbe")),
+    "NodeNotReady": ("critical", "condition", ("Ready", "NetworkUnavailable")),
+}
+PCI_BUS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
+GENERATOR = "http://prometheus:9090/graph?g0.expr=DCGM_FI_DEV_XID_ERRORS"
+COUNTS = """SELECT (SELECT count(*) FROM incidents), (SELECT count(*) FROM alerts),
+    (SELECT sessions FROM pg_stat_database WHERE datname = current_database())"""
+FAILURES = (RuntimeError, OSError, subprocess.SubprocessError, psycopg.Error, httpx.HTTPError)
+BOT = str(Path(sys.executable).parent / "runbook-bot")
+
+
+def stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+@dataclass
+class Group:
+    """One Alertmanager group (Hostname, alertname) and the instance it currently holds."""
+
+    node: int
+    alertname: str
+    starts_at: str = ""
+    firing_body: bytes = b""
+
+    def labels(self, index: int) -> dict[str, str]:
+        severity, extra, values = RULES[self.alertname]
+        node, gpu = self.node, index % GPUS
+        labels = {"Hostname": f"gpu-node-{node:04d}", "alertname": self.alertname, "job": "dcgm"}
+        labels |= {"UUID": f"GPU-{node:08x}-0000-0000-0000-{gpu:012d}", "gpu": str(gpu)}
+        labels |= {"device": f"nvidia{gpu}", "instance": f"10.{node // 250}.{node % 250}.1:9400"}
+        labels |= {"modelName": "NVIDIA H200", "pci_bus_id": f"00000000:{PCI_BUS[gpu]}:00.0"}
+        return labels | {"severity": severity, extra: values[index // GPUS]}
+
+    def body(self, status: str, ends_at: str = "0001-01-01T00:00:00Z") -> bytes:
+        alerts: list[dict[str, Any]] = []
+        for labels in map(self.labels, range(PER_POST)):
+            summary = f"{labels['Hostname']} GPU {labels['gpu']} {self.alertname}"
+            fingerprint = hashlib.sha256(json.dumps(sorted(labels.items())).encode()).hexdigest()
+            alerts.append(
+                {"status": status, "labels": labels, "annotations": {"summary": summary}}
+                | {"startsAt": self.starts_at, "endsAt": ends_at, "generatorURL": GENERATOR}
+                | {"fingerprint": fingerprint[:16]}
+            )
+        first = alerts[0]["labels"]
+        common = {k: v for k, v in first.items() if all(a["labels"][k] == v for a in alerts)}
+        group = {"Hostname": first["Hostname"], "alertname": self.alertname}
+        key = "{}:{" + ", ".join(f'{k}="{v}"' for k, v in sorted(group.items())) + "}"
+        payload: dict[str, Any] = {"receiver": "runbook-bot", "status": status, "alerts": alerts}
+        payload |= {"groupLabels": group, "commonLabels": common, "commonAnnotations": {}}
+        payload |= {"externalURL": "http://alertmanager:9093", "version": "4", "groupKey": key}
+        return json.dumps(payload | {"truncatedAlerts": 0}).encode()
+
+
+@dataclass
+class Traffic:
+    """Hands out the next POST; keeps every group to one notification in flight."""
+
+    batches: int
+    deadline: float
+    rng: random.Random
+    fresh: list[Group] = field(default_factory=list)
+    firing: list[Group] = field(default_factory=list)
+    resolved: list[Group] = field(default_factory=list)
+    sent: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MIX, 0))
+    posted_groups: set[tuple[int, str]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.fresh = [Group(n, a) for n in range(1, NODES + 1) for a in RULES]
+        self.rng.shuffle(self.fresh)
+
+    def _take(self, pool: list[Group]) -> Group:
+        i = self.rng.randrange(len(pool))
+        pool[i], pool[-1] = pool[-1], pool[i]
+        return pool.pop()
+
+    def next(self) -> tuple[str, Group, bytes] | None:
+        if sum(self.sent.values()) >= self.batches or time.perf_counter() >= self.deadline:
+            return None
+        kind = self.rng.choices(list(MIX), weights=list(MIX.values()))[0]
+        if (kind != "new" and self.firing) or not (self.fresh or self.resolved):
+            kind = "repeat" if kind == "new" else kind
+            group = self._take(self.firing)  # a repeat or the resolution of an idle group
+            now = stamp(datetime.now(UTC))
+            body = group.firing_body if kind == "repeat" else group.body("resolved", now)
+        else:  # a new group fires; once all 4,000 have, a resolved one fires again
+            kind, group = "new", self._take(self.fresh or self.resolved)
+            group.starts_at = stamp(datetime.now(UTC) - timedelta(seconds=30))
+            group.firing_body = body = group.body("firing")
+            self.posted_groups.add((group.node, group.alertname))
+        self.sent[kind] += 1
+        return kind, group, body
+
+    def done(self, kind: str, group: Group) -> None:
+        (self.resolved if kind == "resolved" else self.firing).append(group)
+
+
+@dataclass
+class Stats:
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+async def client(http: httpx.AsyncClient, url: str, traffic: Traffic, stats: Stats) -> None:
+    headers = {"Content-Type": "application/json"}
+    while (job := traffic.next()) is not None:
+        kind, group, body = job
+        start = time.perf_counter()
+        try:
+            response = await http.post(url, content=body, headers=headers)
+            status, text = response.status_code, response.text
+        except httpx.HTTPError as exc:
+            status, text = 0, f"{type(exc).__name__}: {exc}"
+        stats.latencies.append(time.perf_counter() - start)
+        if status != 200:
+            stats.errors.append(f"{kind} {group.alertname}@{group.node}: {status} {text[:300]}")
+        else:
+            for outcome, count in json.loads(text)["alerts"].items():
+                stats.outcomes[outcome] = stats.outcomes.get(outcome, 0) + count
+        traffic.done(kind, group)
+
+
+async def drive(url: str, clients: int, traffic: Traffic) -> Stats:
+    stats = Stats()
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=10.0, limits=limits) as http:
+        await asyncio.gather(*(client(http, url, traffic, stats) for _ in range(clients)))
+    return stats
+
+
+def connect(url: str, database: str | None = None) -> psycopg.Connection[Any]:
+    target = make_url(url).set(drivername="postgresql")
+    target = target.set(database=database) if database else target
+    return psycopg.connect(target.render_as_string(hide_password=False), connect_timeout=5)
+
+
+def admin(url: str, template: str) -> None:
+    with connect(url, "postgres") as conn:
+        conn.autocommit = True
+        conn.execute(sql.SQL(template).format(sql.Identifier(make_url(url).database or "")))
+
+
+def wait_ready(base: str, server: subprocess.Popen[bytes], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"server exited with code {server.returncode} before ready")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{base}/readyz", timeout=2.0).status_code == 200:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"server not ready within {seconds:.0f} s")
+
+
+def cpu_seconds(pid: int, reaped: bool = False) -> float:
+    """User + system CPU of a process (plus its exited children: `reaped`), /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11 : 15 if reaped else 13]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_now(server: int) -> dict[str, float]:
+    """CPU seconds so far: this client, the server, every PostgreSQL process (with exited
+    backends, counted on the postmaster) and the whole machine (busy, from /proc/stat)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    pg = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if "(postgres)" in stat.read_text():
+                pg += cpu_seconds(int(stat.parent.name), reaped=True)
+    machine = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    own = time.process_time()
+    return {"client": own, "server": cpu_seconds(server), "PostgreSQL": pg, "machine": machine}
+
+
+@dataclass
+class Measured:
+    stats: Stats
+    traffic: Traffic
+    elapsed: float
+    cpu: dict[str, float]
+    hwm_kib: int
+    rows: dict[str, int]
+    ingest_s: float
+
+
+def measure(args: argparse.Namespace, env: dict[str, str], log: IO[bytes]) -> Measured:
+    upgrade = [BOT, "db", "upgrade"]
+    setup = subprocess.run(upgrade, env=env, capture_output=True, text=True, timeout=60)
+    if setup.returncode != 0:
+        raise RuntimeError(f"runbook-bot db upgrade failed: {setup.stderr.strip()}")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    cmd = [BOT, "serve", "--host", "127.0.0.1", "--port", str(port)]
+    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(base, server)
+        traffic = Traffic(args.batches, time.perf_counter() + args.seconds, random.Random(7))
+        before, started = cpu_now(server.pid), time.perf_counter()
+        stats = asyncio.run(drive(f"{base}/webhooks/alertmanager", args.clients, traffic))
+        elapsed = time.perf_counter() - started
+        cpu = {k: v - before[k] for k, v in cpu_now(server.pid).items()}
+        cpu["other"] = cpu.pop("machine") - sum(cpu.values())
+        status = Path(f"/proc/{server.pid}/status").read_text().splitlines()
+        hwm_kib = int(next(line.split()[1] for line in status if line.startswith("VmHWM")))
+        metrics = httpx.get(f"{base}/metrics", timeout=10.0).text.splitlines()
+        ingest_s = next(float(m.split()[1]) for m in metrics if "ingest_seconds_sum" in m)
+        with connect(args.database_url) as conn:
+            time.sleep(1.0)  # PostgreSQL publishes session counts at most once a second
+            row = conn.execute(COUNTS).fetchone() or (0, 0, 0)
+            rows = dict(zip(("incidents", "alerts", "sessions"), map(int, row), strict=True))
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    return Measured(stats, traffic, elapsed, cpu, hwm_kib, rows, ingest_s)
+
+
+def run(args: argparse.Namespace) -> int:
+    url: str = args.database_url
+    if not (make_url(url).database or "").endswith("_bench"):
+        print(f"refusing to drop and recreate {url}: its name must end in _bench", file=sys.stderr)
+        return 2
+    env = {**os.environ, "RUNBOOK_BOT_DATABASE_URL": url, "RUNBOOK_BOT_LOG_LEVEL": "warning"}
+    with tempfile.TemporaryFile() as log:
+        try:
+            admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
+            admin(url, "CREATE DATABASE {}")
+            result = measure(args, env, log)
+        except FAILURES as exc:
+            print(f"benchmark failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            log.seek(0)
+            for line in log.read().decode(errors="replace").splitlines()[-10:]:
+                print(f"server log: {line}", file=sys.stderr)
+            with contextlib.suppress(psycopg.Error):
+                admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
+    return report(args, result)
+
+
+def report(args: argparse.Namespace, result: Measured) -> int:
+    stats, sent, elapsed, rows = result.stats, result.traffic.sent, result.elapsed, result.rows
+    requests, cores = len(stats.latencies), os.cpu_count() or 1
+    if not requests:
+        print("benchmark failed: no request was sent", file=sys.stderr)
+        return 1
+    lat = sorted(stats.latencies)
+    p50, p95, p99 = (lat[math.ceil(q * requests) - 1] * 1000 for q in (0.5, 0.95, 0.99))
+    rate = requests * PER_POST / elapsed
+    groups, instances = len(result.traffic.posted_groups), sent["new"] * PER_POST
+    ok = rows["incidents"] == groups and rows["alerts"] == instances
+    model = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in ln)
+    cpu = ", ".join(f"{who} {s:.1f}" for who, s in result.cpu.items())
+    busy = sum(result.cpu.values()) / (cores * elapsed)
+    verdicts = ["PASS" if met else "MISS" for met in (rate >= TARGET_RATE, p99 < TARGET_P99_MS)]
+    load = f"{args.clients} clients (httpx.AsyncClient, 1 asyncio process), {PER_POST} alerts/POST"
+    aimed = ", ".join(f"{k} {v:.0%}" for k, v in MIX.items())
+    in_server = result.ingest_s / requests * 1000
+    lines = [
+        ("machine", f"{cores} cores ({model.split(':')[1].strip()}), shared by all processes"),
+        ("server", f"runbook-bot serve (uvicorn, 1 process) -> {args.database_url}"),
+        ("load", f"{load}, stop at {args.batches:,} POSTs or {args.seconds:g} s"),
+        ("traffic", f"{NODES:,} nodes x {GPUS} GPUs, {len(RULES)} alertnames; aimed mix {aimed}"),
+        ("sent", ", ".join(f"{k} {n:,} ({n / requests:.0%})" for k, n in sent.items())),
+        ("server says", ", ".join(f"{k} {v:,}" for k, v in sorted(stats.outcomes.items()))),
+        ("duration", f"{elapsed:.1f} s"),
+        ("requests", f"{requests:,} ({requests / elapsed:,.1f}/s)"),
+        ("alerts", f"{requests * PER_POST:,} ({rate:,.0f}/s)"),
+        ("latency ms", f"p50 {p50:.1f}  p95 {p95:.1f}  p99 {p99:.1f}  max {lat[-1] * 1000:.1f}"),
+        ("in server", f"{in_server:.1f} ms mean per POST, parse to commit (/metrics)"),
+        ("errors", f"{len(stats.errors)}" + "".join(f"\n    {e}" for e in stats.errors[:5])),
+        ("server RSS", f"{result.hwm_kib / 1024:.0f} MiB peak (VmHWM)"),
+        ("CPU s", f"{cpu} = {busy:.0%} of {cores} cores x {elapsed:.1f} s"),
+        ("incidents", f"{rows['incidents']:,} created for {groups:,} distinct groups posted"),
+        ("alert rows", f"{rows['alerts']:,} stored for {instances:,} alert instances posted"),
+        ("db sessions", f"{rows['sessions']:,} PostgreSQL connections opened in all"),
+        ("sanity", "OK" if ok else "MISMATCH: rows do not match what was posted"),
+        ("targets", ""),
+        ("alerts/s", f"{rate:,.0f} = {rate / TARGET_RATE:.2f}x target (>= 1,000)  {verdicts[0]}"),
+        ("p99", f"{p99:.0f} ms = {p99 / TARGET_P99_MS:.2f} of the 100 ms limit  {verdicts[1]}"),
+    ]
+    print("runbook-bot ingest benchmark")
+    for name, text in lines:
+        print(f"  {name:<12} {text}" if text else name)
+    return 1 if stats.errors or not ok else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
+    parser.add_argument("--clients", type=int, default=16, help="concurrent clients (16)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="time budget (30)")
+    parser.add_argument("--batches", type=int, default=3000, help="POSTs to send at most (3000)")
+    args = parser.parse_args()
+    if not (1 <= args.clients <= 1000 and args.batches >= 1 and 0 < args.seconds <= 600):
+        parser.error("--clients must be 1..1000, --batches >= 1, --seconds in (0, 600]")
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("interrupted; server stopped and database dropped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

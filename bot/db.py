@@ -3,7 +3,7 @@
 One `Database` per process wraps the SQLAlchemy engine and session factory. SQLite (the
 embedded default) runs in WAL mode and takes its write lock at BEGIN, so concurrent
 writers queue on the busy timeout instead of failing half-way; PostgreSQL gets a pool with
-pre-ping and a connect timeout. `transaction()` is the unit of work; driver errors that
+a connect timeout and recycling. `transaction()` is the unit of work; driver errors that
 mean "the database is not there" become `StorageUnavailable`, which the web layer answers
 with 503 so Alertmanager retries.
 """
@@ -116,9 +116,12 @@ def _make_engine(url: str, connect_timeout: timedelta) -> Engine:
         return engine
     return create_engine(
         url,
+        # No ping per checkout (a round trip per webhook): a connection that died fails
+        # its one request with 503, which Alertmanager retries, and SQLAlchemy then
+        # replaces every pooled connection older than the failure.
         pool_size=10,
         max_overflow=10,
-        pool_pre_ping=True,
+        pool_recycle=1800,
         pool_timeout=seconds,
         connect_args={"connect_timeout": seconds},
         **serializer,

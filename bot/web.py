@@ -7,7 +7,11 @@ Blocking database work runs in the thread pool. `BotError`s map to statuses in o
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
+
+import anyio
+import anyio.to_thread
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -34,6 +38,8 @@ from bot.metrics import Metrics, RequestMetrics, timer
 
 logger = logging.getLogger(__name__)
 
+INGEST_THREADS = 4
+
 
 def build_app(settings: Settings, db: Database, clock: Clock) -> Starlette:
     def open_counts() -> dict[str, int]:
@@ -41,6 +47,14 @@ def build_app(settings: Settings, db: Database, clock: Clock) -> Starlette:
             return service.active_counts(session)
 
     metrics = Metrics(open_counts)
+    slots: list[anyio.CapacityLimiter] = []
+
+    def ingest_slots() -> anyio.CapacityLimiter:
+        # Ingest is CPU-bound Python: more threads than this only queue on the GIL and
+        # stretch every request's latency. Made on first use, inside the event loop.
+        if not slots:
+            slots.append(anyio.CapacityLimiter(INGEST_THREADS))
+        return slots[0]
 
     async def alertmanager(request: Request) -> Response:
         webhook.authenticate(request.headers, settings)
@@ -48,8 +62,9 @@ def build_app(settings: Settings, db: Database, clock: Clock) -> Starlette:
         body = await webhook.read_body(request.headers, request.stream(), settings.max_body_bytes)
         elapsed = timer()
         payload = webhook.parse(body)
-        result = await run_in_threadpool(
-            ingest.ingest, db, payload, clock=clock, reopen_window=settings.reopen_window
+        result = await anyio.to_thread.run_sync(
+            partial(ingest.ingest, db, payload, clock=clock, reopen_window=settings.reopen_window),
+            limiter=ingest_slots(),
         )
         metrics.ingest_seconds.observe(elapsed())
         for outcome, count in result.counts().items():

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import Table, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -31,11 +32,14 @@ from bot.clock import Clock
 from bot.db import Database
 from bot.incidents import log, service
 from bot.incidents.lifecycle import Severity, Status
-from bot.incidents.models import ACTIVE_STATUSES, GENESIS, Alert, Incident
+from bot.incidents.models import ACTIVE_STATUSES, GENESIS, Alert, Incident, LogEntry
 
 logger = logging.getLogger(__name__)
 
 ATTEMPTS = 3
+# Core handles of the two tables ingest writes in bulk (see `_Writes`).
+ALERTS = cast(Table, Alert.__table__)
+LOG = cast(Table, LogEntry.__table__)
 
 
 @dataclass
@@ -65,6 +69,74 @@ class IngestResult:
             "resolved": self.resolved,
             "alerts": self.counts(),
         }
+
+
+@dataclass
+class _Known:
+    """What ingest needs of a stored (or just staged) alert instance."""
+
+    id: int | None
+    status: str
+    incident_number: int
+    annotations: dict[str, str]
+    ends_at: datetime | None
+    staged: dict[str, object] | None = None  # the pending INSERT row of a new instance
+
+
+@dataclass
+class _Writes:
+    """Rows staged during one notification, written in a few statements at the end.
+
+    The ORM's unit of work costs more than the whole rest of ingest at webhook rates, so
+    alert and log rows go out as Core executemany statements (one each), and every
+    repeated alert is bumped by a single UPDATE.
+    """
+
+    alerts: list[dict[str, object]] = field(default_factory=list)
+    bumps: list[int] = field(default_factory=list)
+    changes: list[_Known] = field(default_factory=list)
+    log: list[dict[str, object]] = field(default_factory=list)
+
+    def entry(self, incident: Incident, **fields: object) -> None:
+        self.log.append(log.next_entry(incident, **fields))  # type: ignore[arg-type]
+
+    def flush_alerts(self, session: Session, now: datetime) -> None:
+        if self.alerts:
+            session.connection().execute(insert(ALERTS), self.alerts)
+        if self.bumps:
+            session.connection().execute(
+                update(ALERTS)
+                .where(ALERTS.c.id.in_(self.bumps))
+                .values(last_received_at=now, receive_count=ALERTS.c.receive_count + 1)
+            )
+        if self.changes:
+            # One executemany for every changed instance: status, end and annotations.
+            session.connection().execute(
+                update(ALERTS)
+                .where(ALERTS.c.id == bindparam("_id"))
+                .values(
+                    status=bindparam("_status"),
+                    ends_at=bindparam("_ends_at"),
+                    annotations=bindparam("_annotations"),
+                    last_received_at=now,
+                    receive_count=ALERTS.c.receive_count + 1,
+                ),
+                [
+                    {
+                        "_id": row.id,
+                        "_status": row.status,
+                        "_ends_at": row.ends_at,
+                        "_annotations": row.annotations,
+                    }
+                    for row in self.changes
+                ],
+            )
+        self.alerts, self.bumps, self.changes = [], [], []
+
+    def flush_log(self, session: Session) -> None:
+        if self.log:
+            session.connection().execute(insert(LOG), self.log)
+        self.log = []
 
 
 def group_hash(group_key: str) -> str:
@@ -98,36 +170,38 @@ def _ingest(
 ) -> IngestResult:
     digest = group_hash(payload.group_key)
     actor = log.Actor.alertmanager(payload.receiver)
+    writes = _Writes()
     known = _known_instances(session, payload.alerts)
-    incident = _active_for_group(session, digest)
+    latest = _latest_of_group(session, digest)
+    incident = latest if latest is not None and Status(latest.status).active else None
     opened = reopened = False
 
     if incident is None:
         incident = _holding(session, known, payload)
         if incident is not None and Status(incident.status).active:
-            _regroup(session, incident, payload, digest, now, actor)
-    if incident is None:
-        incident = _recently_resolved(session, digest, now - window)
-        if incident is not None and _fresh_firing(payload, known):
+            _regroup(writes, incident, payload, digest, now, actor)
+    if incident is None and latest is not None and _reopens(latest, now - window):
+        incident = latest  # a late resolution or repeat for it lands there, no reopen
+        if _fresh_firing(payload, known):
             service.reopen_locked(
                 session, incident, actor=actor, at=now, reason="its alert fired again"
             )
             reopened = True
     if incident is None:
-        incident = _open(session, payload, digest, now, actor)
+        previous = latest.number if latest is not None else None
+        incident = _open(session, writes, payload, digest, now, actor, previous)
         opened = True
 
     result = IngestResult(incident.number, opened=opened, reopened=reopened)
     arrived = [
         _severity_of(alert)
         for alert in payload.alerts
-        if _apply(session, incident, alert, known, now, actor, result)
+        if _apply(session, writes, incident, alert, known, now, actor, result)
     ]
-    _raise_severity(session, incident, arrived, now, actor)
+    _raise_severity(writes, incident, arrived, now, actor)
     if payload.truncated_alerts and payload.truncated_alerts != incident.truncated_alerts:
         incident.truncated_alerts = payload.truncated_alerts
-        log.append(
-            session,
+        writes.entry(
             incident,
             at=now,
             actor=actor,
@@ -136,33 +210,62 @@ def _ingest(
             "(max_alerts); the full list is in its /api/v2/alerts",
             data={"truncated_alerts": payload.truncated_alerts},
         )
+    writes.flush_alerts(session, now)
     if result.resolved_alerts or (opened and not any(a.firing for a in payload.alerts)):
-        result.resolved = _settle(session, incident, now)
+        result.resolved = _settle(session, writes, incident, now)
     elif result.new or result.refired:
         incident.alerts_cleared_at = None
+    writes.flush_log(session)
     incident.updated_at = now
     return result
 
 
 def _known_instances(
     session: Session, alerts: list[WebhookAlert]
-) -> dict[tuple[str, datetime], Alert]:
-    keys = {(a.fingerprint, a.starts_at) for a in alerts}
-    stmt = select(Alert).where(tuple_(Alert.fingerprint, Alert.starts_at).in_(list(keys)))
-    return {(row.fingerprint, row.starts_at): row for row in session.scalars(stmt)}
+) -> dict[tuple[str, datetime], _Known]:
+    keys = list({(a.fingerprint, a.starts_at) for a in alerts})
+    table = ALERTS.c
+    stmt = select(
+        table.id,
+        table.fingerprint,
+        table.starts_at,
+        table.status,
+        table.incident_number,
+        table.annotations,
+        table.ends_at,
+    ).where(tuple_(table.fingerprint, table.starts_at).in_(keys))
+    return {
+        (row.fingerprint, row.starts_at): _Known(
+            row.id, row.status, row.incident_number, row.annotations, row.ends_at
+        )
+        for row in session.execute(stmt)
+    }
 
 
-def _active_for_group(session: Session, digest: str) -> Incident | None:
+def _latest_of_group(session: Session, digest: str) -> Incident | None:
+    """The group's active incident, else its most recent one; locked. One query serves the
+    join, the reopen decision and the "follows INC-n" pointer."""
     stmt = (
         select(Incident)
-        .where(Incident.group_hash == digest, Incident.status.in_(ACTIVE_STATUSES))
+        .where(Incident.group_hash == digest)
+        .order_by(Incident.status.in_(ACTIVE_STATUSES).desc(), Incident.number.desc())
+        .limit(1)
         .with_for_update()
     )
     return session.scalars(stmt).one_or_none()
 
 
+def _reopens(incident: Incident | None, since: datetime) -> bool:
+    return (
+        incident is not None
+        and incident.status == Status.RESOLVED
+        and incident.resolved_at is not None
+        and incident.resolved_at >= since
+    )
+
+
 def _holding(
-    session: Session, known: dict[tuple[str, datetime], Alert], payload: WebhookPayload
+    session: Session, known: dict[tuple[str, datetime], _Known], payload: WebhookPayload
 ) -> Incident | None:
     """The incident that already holds these alert instances, if joining it is right."""
     if not known:
@@ -177,7 +280,7 @@ def _holding(
     return None if _fresh_firing(payload, known) else incident
 
 
-def _fresh_firing(payload: WebhookPayload, known: dict[tuple[str, datetime], Alert]) -> bool:
+def _fresh_firing(payload: WebhookPayload, known: dict[tuple[str, datetime], _Known]) -> bool:
     """True when the notification carries an alert that is newly firing (not a repeat)."""
     for alert in payload.alerts:
         row = known.get((alert.fingerprint, alert.starts_at))
@@ -186,28 +289,8 @@ def _fresh_firing(payload: WebhookPayload, known: dict[tuple[str, datetime], Ale
     return False
 
 
-def _recently_resolved(session: Session, digest: str, since: datetime) -> Incident | None:
-    stmt = (
-        select(Incident)
-        .where(
-            Incident.group_hash == digest,
-            Incident.status == Status.RESOLVED,
-            Incident.resolved_at >= since,
-        )
-        .order_by(Incident.resolved_at.desc())
-        .limit(1)
-        .with_for_update()
-    )
-    return session.scalars(stmt).one_or_none()
-
-
-def _previous(session: Session, digest: str) -> int | None:
-    stmt = select(func.max(Incident.number)).where(Incident.group_hash == digest)
-    return session.scalar(stmt)
-
-
 def _regroup(
-    session: Session,
+    writes: _Writes,
     incident: Incident,
     payload: WebhookPayload,
     digest: str,
@@ -217,8 +300,7 @@ def _regroup(
     old = incident.group_key
     incident.group_key, incident.group_hash = payload.group_key, digest
     incident.group_labels = dict(payload.group_labels)
-    log.append(
-        session,
+    writes.entry(
         incident,
         at=now,
         actor=actor,
@@ -247,10 +329,15 @@ def _title(payload: WebhookPayload) -> str:
 
 
 def _open(
-    session: Session, payload: WebhookPayload, digest: str, now: datetime, actor: log.Actor
+    session: Session,
+    writes: _Writes,
+    payload: WebhookPayload,
+    digest: str,
+    now: datetime,
+    actor: log.Actor,
+    previous: int | None,
 ) -> Incident:
     severity = max((_severity_of(a) for a in payload.alerts), key=lambda s: s.rank)
-    previous = _previous(session, digest)
     incident = Incident(
         title=_title(payload),
         severity=severity,
@@ -284,8 +371,7 @@ def _open(
         data["follows"] = f"INC-{previous}"
     if unknown:
         data["unknown_severities"] = unknown
-    log.append(
-        session,
+    writes.entry(
         incident,
         at=now,
         actor=actor,
@@ -304,54 +390,59 @@ def _describe(alert: WebhookAlert) -> str:
 
 def _apply(
     session: Session,
+    writes: _Writes,
     incident: Incident,
     alert: WebhookAlert,
-    known: dict[tuple[str, datetime], Alert],
+    known: dict[tuple[str, datetime], _Known],
     now: datetime,
     actor: log.Actor,
     result: IngestResult,
 ) -> bool:
-    """Store or update one alert instance; True when it is new."""
+    """Stage the insert or update of one alert instance; True when it is new."""
     key = (alert.fingerprint, alert.starts_at)
     row = known.get(key)
     if row is None:
-        row = Alert(
-            incident_number=incident.number,
-            fingerprint=alert.fingerprint,
-            starts_at=alert.starts_at,
-            status=alert.status,
-            alertname=alert.alertname[:200],
-            severity=_severity_of(alert),
-            labels=dict(alert.labels),
-            annotations=dict(alert.annotations),
-            generator_url=alert.generator_url,
-            ends_at=alert.ends_at,
-            first_received_at=now,
-            last_received_at=now,
-            receive_count=1,
+        staged: dict[str, object] = {
+            "incident_number": incident.number,
+            "fingerprint": alert.fingerprint,
+            "starts_at": alert.starts_at,
+            "status": alert.status,
+            "alertname": alert.alertname[:200],
+            "severity": _severity_of(alert).value,
+            "labels": dict(alert.labels),
+            "annotations": dict(alert.annotations),
+            "generator_url": alert.generator_url,
+            "ends_at": alert.ends_at,
+            "first_received_at": now,
+            "last_received_at": now,
+            "receive_count": 1,
+        }
+        writes.alerts.append(staged)
+        known[key] = _Known(
+            None, alert.status, incident.number, dict(alert.annotations), alert.ends_at, staged
         )
-        session.add(row)
-        known[key] = row
         result.new += 1
-        _log_alert(session, incident, alert, now, actor, first=True)
+        _log_alert(writes, incident, alert, now, actor, first=True)
         if not alert.firing:
             result.resolved_alerts += 1
         return True
 
-    row.last_received_at = now
-    row.receive_count += 1
-    row.annotations = dict(alert.annotations)
-    if row.status == alert.status:
+    changed_status = row.status != alert.status
+    if row.annotations != alert.annotations or changed_status:
+        row.annotations = dict(alert.annotations)
+        row.status, row.ends_at = alert.status, alert.ends_at
+        _stage_update(writes, row, now, changed=True)
+    else:
+        _stage_update(writes, row, now, changed=False)
+    if not changed_status:
         result.repeats += 1
         return False
-    row.status = alert.status
-    row.ends_at = alert.ends_at
     owner = (
         incident
         if row.incident_number == incident.number
         else service.get(session, row.incident_number, lock=True)
     )
-    _log_alert(session, owner, alert, now, actor, first=False)
+    _log_alert(writes, owner, alert, now, actor, first=False)
     if alert.firing:
         result.refired += 1
     else:
@@ -359,8 +450,18 @@ def _apply(
     return False
 
 
+def _stage_update(writes: _Writes, row: _Known, now: datetime, *, changed: bool) -> None:
+    if row.staged is not None:  # the same instance twice in one notification
+        row.staged.update(status=row.status, ends_at=row.ends_at, annotations=row.annotations)
+        row.staged["receive_count"] = cast(int, row.staged["receive_count"]) + 1
+    elif changed:
+        writes.changes.append(row)
+    else:
+        writes.bumps.append(cast(int, row.id))
+
+
 def _log_alert(
-    session: Session,
+    writes: _Writes,
     incident: Incident,
     alert: WebhookAlert,
     now: datetime,
@@ -372,8 +473,7 @@ def _log_alert(
         kind, verb = "alert.firing", "firing" if first else "firing again"
     else:
         kind, verb = "alert.resolved", "resolved" + (" (first seen resolved)" if first else "")
-    log.append(
-        session,
+    writes.entry(
         incident,
         at=now,
         actor=actor,
@@ -389,7 +489,7 @@ def _log_alert(
 
 
 def _raise_severity(
-    session: Session,
+    writes: _Writes,
     incident: Incident,
     arrived: list[Severity],
     now: datetime,
@@ -401,8 +501,7 @@ def _raise_severity(
     if highest.rank <= current.rank:
         return
     incident.severity = highest
-    log.append(
-        session,
+    writes.entry(
         incident,
         at=now,
         actor=actor,
@@ -412,12 +511,11 @@ def _raise_severity(
     )
 
 
-def _settle(session: Session, incident: Incident, now: datetime) -> bool:
+def _settle(session: Session, writes: _Writes, incident: Incident, now: datetime) -> bool:
     """After alerts resolved: resolve warning/info incidents; critical ones wait for a human."""
     if not Status(incident.status).active:
         return False
-    session.flush()
-    firing = session.scalar(
+    firing = session.connection().scalar(
         select(func.count())
         .select_from(Alert)
         .where(Alert.incident_number == incident.number, Alert.status == "firing")
@@ -427,8 +525,7 @@ def _settle(session: Session, incident: Incident, now: datetime) -> bool:
     if incident.severity == Severity.CRITICAL:
         if incident.alerts_cleared_at is None:
             incident.alerts_cleared_at = now
-            log.append(
-                session,
+            writes.entry(
                 incident,
                 at=now,
                 actor=log.SYSTEM,
@@ -439,8 +536,7 @@ def _settle(session: Session, incident: Incident, now: datetime) -> bool:
         return False
     incident.status = Status.RESOLVED
     incident.resolved_at, incident.resolved_by = now, log.SYSTEM.id
-    log.append(
-        session,
+    writes.entry(
         incident,
         at=now,
         actor=log.SYSTEM,

@@ -45,6 +45,39 @@ class Actor:
 SYSTEM = Actor("system", "runbook-bot", "runbook-bot")
 
 
+def next_entry(
+    incident: Incident,
+    *,
+    at: datetime,
+    actor: Actor,
+    type: str,
+    summary: str,
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The column values of `incident`'s next entry, chained; advances the incident's head.
+
+    For bulk writers (ingest) that insert many entries in one statement; everyone else
+    uses `append`.
+    """
+    fields: dict[str, Any] = {
+        "incident_number": incident.number,
+        "seq": incident.log_seq + 1,
+        "at": as_utc(at),
+        "actor_kind": actor.kind,
+        "actor_id": actor.id,
+        "actor_name": actor.name,
+        "type": type,
+        "summary": summary,
+        # Round-trip through JSON now so the hashed form is the stored form on every backend.
+        "data": json.loads(json.dumps(data or {}, default=str, ensure_ascii=False)),
+        "prev_hash": incident.log_head,
+    }
+    fields["hash"] = _hash(fields)
+    incident.log_seq = fields["seq"]
+    incident.log_head = fields["hash"]
+    return fields
+
+
 def append(
     session: Session,
     incident: Incident,
@@ -57,35 +90,40 @@ def append(
 ) -> LogEntry:
     """Record one event on `incident`; the caller commits with its other changes."""
     entry = LogEntry(
-        incident_number=incident.number,
-        seq=incident.log_seq + 1,
-        at=as_utc(at),
-        actor_kind=actor.kind,
-        actor_id=actor.id,
-        actor_name=actor.name,
-        type=type,
-        summary=summary,
-        # Round-trip through JSON now so the hashed form is the stored form on every backend.
-        data=json.loads(json.dumps(data or {}, default=str, ensure_ascii=False)),
-        prev_hash=incident.log_head,
+        **next_entry(incident, at=at, actor=actor, type=type, summary=summary, data=data)
     )
-    entry.hash = entry_hash(entry)
-    incident.log_seq = entry.seq
-    incident.log_head = entry.hash
     session.add(entry)
     return entry
 
 
+_HASHED = (
+    "incident_number",
+    "seq",
+    "at",
+    "actor_kind",
+    "actor_id",
+    "actor_name",
+    "type",
+    "summary",
+    "data",
+    "prev_hash",
+)
+
+
 def entry_hash(entry: LogEntry) -> str:
+    return _hash({name: getattr(entry, name) for name in _HASHED})
+
+
+def _hash(fields: dict[str, Any]) -> str:
     canonical = {
-        "incident": entry.incident_number,
-        "seq": entry.seq,
-        "at": as_utc(entry.at).isoformat(timespec="microseconds"),
-        "actor": [entry.actor_kind, entry.actor_id, entry.actor_name],
-        "type": entry.type,
-        "summary": entry.summary,
-        "data": entry.data,
-        "prev": entry.prev_hash,
+        "incident": fields["incident_number"],
+        "seq": fields["seq"],
+        "at": as_utc(fields["at"]).isoformat(timespec="microseconds"),
+        "actor": [fields["actor_kind"], fields["actor_id"], fields["actor_name"]],
+        "type": fields["type"],
+        "summary": fields["summary"],
+        "data": fields["data"],
+        "prev": fields["prev_hash"],
     }
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()

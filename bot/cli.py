@@ -393,7 +393,7 @@ def _actions(args: argparse.Namespace, _: Settings) -> int:
         lines = [f"{chosen.name} ({chosen.risk.value}): {chosen.description}", "Parameters:"]
         for name, kind, required, text in chosen.parameters():
             flag = "required" if required else "optional"
-            lines.append(f"  {name:<18} {kind:<10} {flag:<9} {text}")
+            lines.append(f"  {name:<16} {kind:<38} {flag:<9} {text}")
         lines.append(f"Dry run: {'yes' if chosen.dry_run else 'no'}")
         return _print("\n".join(lines))
     table = [["ACTION", "RISK", "DRY-RUN", "DESCRIPTION"]]

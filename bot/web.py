@@ -12,7 +12,6 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool

@@ -2,7 +2,8 @@
 takes out of service by itself.
 
 Before cordon, drain or taint puts another GPU node out of service, `check` counts the
-GPU nodes currently cordoned by the bot; past max(1, fraction x GPU nodes), capped at
+GPU nodes the bot currently holds out of service (its cordon, or its NoSchedule/NoExecute
+taint); past max(1, fraction x GPU nodes), capped at
 `breaker_max_nodes`, it refuses with the count and the nodes. An admin override lets the
 action through and is recorded in the incident log.
 """
@@ -33,7 +34,7 @@ def check(ctx: ActionContext, node: str) -> None:
         label_selector=settings.gpu_node_selector,
         timeout=settings.kube_timeout.total_seconds(),
     ).items
-    held = sorted(n.metadata.name for n in nodes if marks.cordoned_by_bot(n))
+    held = sorted(n.metadata.name for n in nodes if marks.held_by_bot(n))
     if node in held or not any(n.metadata.name == node for n in nodes):
         return  # already counted, or not a GPU node: no new capacity leaves
     allowed = limit(
@@ -42,7 +43,7 @@ def check(ctx: ActionContext, node: str) -> None:
     if len(held) < allowed:
         return
     detail = (
-        f"the bot already holds {len(held)} of {len(nodes)} GPU nodes cordoned "
+        f"the bot already holds {len(held)} of {len(nodes)} GPU nodes out of service "
         f"({', '.join(held)}); the limit is {allowed}"
     )
     if ctx.admin_override:
@@ -54,5 +55,5 @@ def check(ctx: ActionContext, node: str) -> None:
         return
     raise BreakerOpen(
         f"refusing to take {node} out of service: {detail}. Resolve one of those incidents "
-        "and uncordon its node, or have an admin override the breaker"
+        "and return its node to service, or have an admin override the breaker"
     )

@@ -11,6 +11,7 @@ mean something to them (a 404 on eviction is success, a 429 names a PDB).
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -33,8 +34,10 @@ def connect(settings: Settings) -> client.ApiClient:
         if settings.kube_in_cluster:
             config.load_incluster_config(client_configuration=configuration)
         else:
+            # The client reads $KUBECONFIG once, at import; read it now, as kubectl does.
+            path = settings.kubeconfig or os.environ.get("KUBECONFIG") or None
             config.load_kube_config(
-                config_file=str(settings.kubeconfig) if settings.kubeconfig else None,
+                config_file=str(path) if path else None,
                 context=settings.kube_context,
                 client_configuration=configuration,
                 persist_config=False,

@@ -1,3 +1,9 @@
 """Imports every executor module so each registers its actions with the registry."""
 
-from bot.actions.kubernetes import nodes  # noqa: F401
+from bot.actions.kubernetes import (  # noqa: F401
+    node_job,
+    nodes,  # noqa: F401
+    pods,
+    taints,
+    volcano,
+)

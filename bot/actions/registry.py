@@ -11,8 +11,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -57,13 +59,26 @@ class Action:
 
     def parameters(self) -> list[tuple[str, str, bool, str]]:
         """(name, type, required, description) of each parameter, for `runbook-bot actions`."""
-        rows = []
-        for name, field in self.params.model_fields.items():
-            kind = getattr(field.annotation, "__name__", None) or str(field.annotation)
-            rows.append(
-                (name, kind.replace("typing.", ""), field.is_required(), field.description or "")
-            )
-        return rows
+        return [
+            (name, _type_name(field.annotation), field.is_required(), field.description or "")
+            for name, field in self.params.model_fields.items()
+        ]
+
+
+def _type_name(annotation: Any) -> str:
+    """`str`, `int`, `list[str]`, `str?` for optional: what an operator types, not typing's repr."""
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) in (Union, UnionType) and len(args) == 1:
+        return _type_name(args[0]) + "?"
+    if get_origin(annotation) is Annotated:
+        return _type_name(args[0])
+    if get_origin(annotation) is Literal:
+        return "|".join(str(a) for a in args)
+    if get_origin(annotation) in (list, dict):
+        return f"{get_origin(annotation).__name__}[{', '.join(_type_name(a) for a in args)}]"
+    if annotation is timedelta:
+        return "duration"
+    return getattr(annotation, "__name__", str(annotation))
 
 
 _REGISTRY: dict[str, Action] = {}

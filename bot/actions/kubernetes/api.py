@@ -43,13 +43,23 @@ def read_node(ctx: ActionContext, name: str) -> Any:
         ) from exc
 
 
-def patch_node(ctx: ActionContext, name: str, body: dict[str, Any], what: str) -> Any:
+def patch_node(
+    ctx: ActionContext,
+    name: str,
+    body: dict[str, Any],
+    what: str,
+    *,
+    passthrough: tuple[int, ...] = (),
+) -> Any:
+    """Merge-patch a node. Put `metadata.resourceVersion` in `body` and pass (409,) to be told,
+    by `ApiException`, that someone changed the node since it was read."""
     return cluster.call(
         what,
         core(ctx).patch_node,
         name,
         body,
         timeout=timeout(ctx),
+        passthrough=passthrough,
         _content_type=MERGE_PATCH,
         **dry_run(ctx),
     )

@@ -10,15 +10,18 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
 from pydantic import Field
 
 from bot.actions import breaker, cluster
 from bot.actions.context import ActionContext
-from bot.actions.kubernetes import api, marks
+from bot.actions.kubernetes import api, marks, pods
 from bot.actions.registry import Risk, action
 from bot.actions.types import NodeName, Params, Reason, Result
+from bot.errors import TemporaryActionError
 
 GPU = "nvidia.com/gpu"
+CONFLICT_ATTEMPTS = 3
 DONE_PHASES = ("Succeeded", "Failed")
 
 
@@ -49,7 +52,7 @@ class NodeStatus(Result):
 )
 def node_status(ctx: ActionContext, params: NodeParams) -> NodeStatus:
     node = api.read_node(ctx, params.node)
-    pods = cluster.call(
+    running = cluster.call(
         f"list pods on {params.node}",
         api.core(ctx).list_pod_for_all_namespaces,
         field_selector=f"spec.nodeName={params.node}",
@@ -58,13 +61,10 @@ def node_status(ctx: ActionContext, params: NodeParams) -> NodeStatus:
     ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
     owners: dict[str, list[str]] = defaultdict(list)
     allocated = 0
-    for pod in pods:
-        owners[_owner(pod)].append(f"{pod.metadata.namespace}/{pod.metadata.name}")
-        if pod.status and pod.status.phase in DONE_PHASES:
-            continue
-        for container in pod.spec.containers:
-            requests = (container.resources and container.resources.requests) or {}
-            allocated += int(requests.get(GPU, 0))
+    for pod in running:
+        owners[pods.owner(pod)].append(f"{pod.metadata.namespace}/{pod.metadata.name}")
+        if not (pod.status and pod.status.phase in DONE_PHASES):
+            allocated += pods.gpus(pod)
     allocatable = int((node.status.allocatable or {}).get(GPU, 0))
     unschedulable = bool(node.spec.unschedulable)
     state = ready.status if ready else "Unknown"
@@ -72,7 +72,7 @@ def node_status(ctx: ActionContext, params: NodeParams) -> NodeStatus:
     summary = (
         f"{params.node}: Ready={state}, "
         + (f"cordoned{' by ' + by if by else ''}" if unschedulable else "schedulable")
-        + f", {allocated}/{allocatable} GPUs allocated, {len(pods)} pods"
+        + f", {allocated}/{allocatable} GPUs allocated, {len(running)} pods"
     )
     return NodeStatus(
         ok=True,
@@ -89,16 +89,6 @@ def node_status(ctx: ActionContext, params: NodeParams) -> NodeStatus:
         pods_by_owner=dict(sorted(owners.items())),
         cordoned_by=by,
     )
-
-
-def _owner(pod: Any) -> str:
-    refs = pod.metadata.owner_references or []
-    controller = next((r for r in refs if r.controller), refs[0] if refs else None)
-    if controller is None:
-        if (pod.metadata.annotations or {}).get("kubernetes.io/config.mirror"):
-            return "static pod"
-        return "no controller"
-    return f"{controller.kind} {pod.metadata.namespace}/{controller.name}"
 
 
 def _taint(taint: Any) -> str:
@@ -124,29 +114,45 @@ class NodeChange(Result):
     dry_run=True,
 )
 def cordon(ctx: ActionContext, params: CordonParams) -> NodeChange:
-    node = api.read_node(ctx, params.node)
-    if node.spec.unschedulable:
-        who = f"by {marks.holder(node)}" if marks.cordoned_by_bot(node) else "by someone else"
+    for _ in range(CONFLICT_ATTEMPTS):
+        node = api.read_node(ctx, params.node)
+        if node.spec.unschedulable:
+            who = f"by {marks.holder(node)}" if marks.cordoned_by_bot(node) else "by someone else"
+            return NodeChange(
+                ok=True,
+                summary=f"{params.node} is already cordoned ({who}); nothing to do",
+                dry_run=ctx.dry_run,
+                node=params.node,
+                changed=False,
+            )
+        breaker.check(ctx, params.node)
+        notes = marks.cordon_annotations(
+            incident=ctx.incident, actor=ctx.actor, reason=params.reason, at=ctx.clock.now()
+        )
+        # The resourceVersion makes the write conditional: if a human cordoned the node
+        # since we read it, we must not put our marks on their cordon.
+        meta = {"annotations": notes, "resourceVersion": node.metadata.resource_version}
+        try:
+            api.patch_node(
+                ctx,
+                params.node,
+                {"spec": {"unschedulable": True}, "metadata": meta},
+                f"cordon {params.node}",
+                passthrough=(409,),
+            )
+        except ApiException:
+            continue  # changed under us: read it again
+        suffix = " (dry run)" if ctx.dry_run else ""
+        ctx.progress(f"{params.node} cordoned{suffix}")
         return NodeChange(
             ok=True,
-            summary=f"{params.node} is already cordoned ({who}); nothing to do",
+            summary=f"{params.node} cordoned{suffix}",
             dry_run=ctx.dry_run,
             node=params.node,
-            changed=False,
+            changed=True,
         )
-    breaker.check(ctx, params.node)
-    notes = marks.cordon_annotations(
-        incident=ctx.incident, actor=ctx.actor, reason=params.reason, at=ctx.clock.now()
-    )
-    body = {"spec": {"unschedulable": True}, "metadata": {"annotations": notes}}
-    api.patch_node(ctx, params.node, body, f"cordon {params.node}")
-    ctx.progress(f"{params.node} cordoned" + (" (dry run)" if ctx.dry_run else ""))
-    return NodeChange(
-        ok=True,
-        summary=f"{params.node} cordoned" + (" (dry run)" if ctx.dry_run else ""),
-        dry_run=ctx.dry_run,
-        node=params.node,
-        changed=True,
+    raise TemporaryActionError(
+        f"{params.node} kept changing while the bot tried to cordon it; try again"
     )
 
 
@@ -177,12 +183,13 @@ def uncordon(ctx: ActionContext, params: UncordonParams) -> NodeChange:
                 {"metadata": {"annotations": marks.cleared()}},
                 f"clear runbook-bot marks on {params.node}",
             )
-            ctx.record(
-                "k8s.uncordoned_by_human",
-                f"{params.node} was already uncordoned by someone else; the bot's marks were "
-                "removed",
-                {"node": params.node},
-            )
+            if not ctx.dry_run:
+                ctx.record(
+                    "k8s.uncordoned_by_human",
+                    f"{params.node} was already uncordoned by someone else; the bot's marks were "
+                    "removed",
+                    {"node": params.node},
+                )
         return NodeChange(
             ok=True,
             summary=f"{params.node} is already schedulable; nothing to do",

@@ -151,44 +151,47 @@ class Stats:
     outcomes: dict[str, int] = field(default_factory=dict)
 
 
+HEADERS = {"Content-Type": "application/json"}
+
+
+async def send(
+    http: httpx.AsyncClient,
+    url: str,
+    job: tuple[str, Group, bytes],
+    traffic: Traffic,
+    stats: Stats,
+    since: float,
+) -> None:
+    """POST one notification; its latency counts from `since`."""
+    kind, group, body = job
+    try:
+        response = await http.post(url, content=body, headers=HEADERS)
+        status, text = response.status_code, response.text
+    except httpx.HTTPError as exc:
+        status, text = 0, f"{type(exc).__name__}: {exc}"
+    record(stats, kind, group, status, text, time.perf_counter() - since)
+    traffic.done(kind, group)
+
+
 async def client(http: httpx.AsyncClient, url: str, traffic: Traffic, stats: Stats) -> None:
-    headers = {"Content-Type": "application/json"}
     while (job := traffic.next()) is not None:
-        kind, group, body = job
-        start = time.perf_counter()
-        try:
-            response = await http.post(url, content=body, headers=headers)
-            status, text = response.status_code, response.text
-        except httpx.HTTPError as exc:
-            status, text = 0, f"{type(exc).__name__}: {exc}"
-        record(stats, kind, group, status, text, time.perf_counter() - start)
-        traffic.done(kind, group)
+        await send(http, url, job, traffic, stats, time.perf_counter())
 
 
 async def paced(url: str, per_second: float, traffic: Traffic) -> Stats:
     """Open loop: one POST every 1/per_second s whatever the answers, as a steady alert
     rate would arrive. Latency counts from each POST's scheduled time, so a stalled server
     cannot hide its queue (no coordinated omission)."""
-    stats, headers = Stats(), {"Content-Type": "application/json"}
+    stats = Stats()
     limits = httpx.Limits(max_connections=MAX_IN_FLIGHT, max_keepalive_connections=64)
     async with httpx.AsyncClient(timeout=10.0, limits=limits) as http:
-
-        async def one(kind: str, group: Group, body: bytes, due: float) -> None:
-            try:
-                response = await http.post(url, content=body, headers=headers)
-                status, text = response.status_code, response.text
-            except httpx.HTTPError as exc:
-                status, text = 0, f"{type(exc).__name__}: {exc}"
-            record(stats, kind, group, status, text, time.perf_counter() - due)
-            traffic.done(kind, group)
-
         tasks: set[asyncio.Task[None]] = set()
         start, sent = time.perf_counter(), 0
         while (job := traffic.next()) is not None:
             due = start + sent / per_second
             sent += 1
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            task = asyncio.create_task(one(*job, due))
+            task = asyncio.create_task(send(http, url, job, traffic, stats, due))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         await asyncio.gather(*tasks)

@@ -1,6 +1,7 @@
 """Imports every executor module so each registers its actions with the registry."""
 
 from bot.actions.kubernetes import (  # noqa: F401
+    drain,  # noqa: F401
     node_job,
     nodes,  # noqa: F401
     pods,

@@ -1,0 +1,392 @@
+"""Draining a node as kubectl's pkg/drain does: pick the pods, then evict them all at once.
+
+`plan` runs kubectl's filters in kubectl's order (the first that decides, decides):
+terminating past the skip-wait timeout, DaemonSet pods, mirror pods, emptyDir pods, pods
+with no controller. `evict` evicts every planned pod at once and waits for each to leave:
+
+    evict -> accepted -> read it every 1 s -> NotFound, new UID or other node: evicted
+          -> 429 (a PodDisruptionBudget) -> wait 5 s (staggered) -> re-read -> evict again
+          -> 404 (already gone), or 409 on our UID precondition (replaced): gone
+
+The caller's thread keeps each pod's next step on a timer heap and hands it (one API call)
+to a bounded pool, so a pod waiting on a budget holds no worker and a hundred pods start
+at once. Only the caller's thread reports.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+import json
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, NamedTuple
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from bot.actions import cluster
+from bot.actions.context import ActionContext
+from bot.actions.kubernetes import api
+from bot.errors import ActionError
+
+RETRY_INTERVAL: Final = 5.0
+"""kubectl's wait after a 429 before evicting that pod again (the API sends no Retry-After)."""
+POLL_INTERVAL: Final = 1.0
+"""kubectl's interval between reads of an evicted pod until it is gone."""
+MAX_WORKERS: Final = 32
+MIRROR: Final = "kubernetes.io/config.mirror"
+FINISHED: Final = ("Succeeded", "Failed")
+_NEEDS = re.compile(r"needs (\d+) healthy pods and has (\d+)")
+
+
+@dataclass(frozen=True)
+class Rules:
+    force: bool = False
+    ignore_daemonsets: bool = True
+    delete_emptydir_data: bool = True
+    skip_wait_seconds: int = 0
+    grace_period: int = -1
+    use_eviction: bool = True
+
+
+@dataclass(frozen=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class Plan:
+    evict: list[PodRef] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    emptydir: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Drained:
+    evicted: list[str] = field(default_factory=list)
+    gone: list[tuple[str, str]] = field(default_factory=list)
+    remaining: list[tuple[str, str]] = field(default_factory=list)
+    timed_out: bool = False
+
+
+class Verdict(NamedTuple):
+    action: str  # evict | skip | refuse
+    why: str
+    emptydir: bool = False
+
+
+def plan(ctx: ActionContext, node: str, selector: str | None, rules: Rules) -> Plan:
+    """The node's pods, sorted into evict / skip / refuse by kubectl's filters."""
+    pods = cluster.call(
+        f"list pods on {node}",
+        api.core(ctx).list_pod_for_all_namespaces,
+        field_selector=f"spec.nodeName={node}",
+        label_selector=selector,
+        timeout=api.timeout(ctx),
+    ).items
+    apps = client.AppsV1Api(ctx.kube())
+
+    @functools.cache
+    def daemon_set_exists(namespace: str, name: str) -> bool:
+        what = f"read DaemonSet {namespace}/{name}"
+        return _found(ctx, what, apps.read_namespaced_daemon_set, name, namespace) is not None
+
+    now = datetime.now(UTC)  # compared with the API server's timestamps, not a test clock
+    found = Plan()
+    for pod in pods:
+        meta = pod.metadata
+        ref = PodRef(meta.namespace, meta.name, meta.uid, dict(meta.labels or {}))
+        verdict = classify(pod, rules, now, daemon_set_exists)
+        if verdict.action == "evict":
+            found.evict.append(ref)
+            if verdict.emptydir:
+                found.emptydir.append(ref.key)
+        else:
+            {"skip": found.skipped, "refuse": found.refused}[verdict.action].append(
+                (ref.key, verdict.why)
+            )
+    return found
+
+
+def classify(
+    pod: Any, rules: Rules, now: datetime, daemon_set_exists: Callable[[str, str], bool]
+) -> Verdict:
+    """kubectl's filters in kubectl's order, the first that decides deciding."""
+    meta, phase = pod.metadata, (pod.status.phase if pod.status else None)
+    finished = phase in FINISHED
+    deleting = meta.deletion_timestamp
+    waited = (now - deleting).total_seconds() if deleting is not None else 0.0
+    if rules.skip_wait_seconds > 0 and waited > rules.skip_wait_seconds:
+        return Verdict("skip", f"terminating for more than {rules.skip_wait_seconds}s")
+    owner = next((r for r in meta.owner_references or [] if r.controller), None)
+    if owner is not None and owner.kind == "DaemonSet" and not finished:
+        daemon_set = f"DaemonSet {meta.namespace}/{owner.name}"
+        if not daemon_set_exists(meta.namespace, owner.name):
+            if not rules.force:  # an orphan: kubectl treats it like a bare pod
+                return Verdict("refuse", f"its {daemon_set} is gone; force=true deletes it")
+        elif rules.ignore_daemonsets:
+            return Verdict("skip", daemon_set)
+        else:
+            return Verdict("refuse", f"managed by {daemon_set} (ignore_daemonsets=false)")
+    if MIRROR in (meta.annotations or {}):
+        return Verdict("skip", "mirror pod of a static pod (the kubelet owns it)")
+    emptydir = not finished and any(v.empty_dir is not None for v in pod.spec.volumes or [])
+    if emptydir and not rules.delete_emptydir_data:
+        return Verdict("refuse", "uses emptyDir data (delete_emptydir_data=false)")
+    if finished or owner is not None or rules.force:  # an orphan got here only with force
+        return Verdict("evict", "", emptydir)
+    return Verdict(
+        "refuse", "no controller would recreate it; k8s.drain_unsafe with force=true deletes it"
+    )
+
+
+def _found(ctx: ActionContext, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, or None when the API answers 404 Not Found."""
+    try:
+        return cluster.call(what, fn, *args, timeout=api.timeout(ctx), passthrough=[404])
+    except ApiException:
+        return None
+
+
+@dataclass
+class _Pod:
+    ref: PodRef
+    waiting: bool = False  # accepted; now read until it is gone
+    attempts: int = 0
+    blocked_by: str = ""
+    accepted_at: float = 0.0
+    outcome: str = ""  # evicted | gone | failed, once settled
+    why: str = ""
+
+    def remains(self) -> str:
+        if self.outcome:  # failed
+            return self.why
+        if self.waiting:
+            late = time.monotonic() - self.accepted_at
+            return f"evicted {late:.0f}s ago, still terminating" + (self.why and f" ({self.why})")
+        times = "once" if self.attempts == 1 else f"{self.attempts} times"
+        return f"eviction refused {times}: {self.blocked_by}" if self.attempts else "not evicted"
+
+
+class _Answer(NamedTuple):
+    outcome: str  # accepted | blocked | waiting | evicted | gone | failed
+    why: str = ""
+    budget: str = ""  # of a 429: the budgets that refused
+
+
+def evict(
+    ctx: ActionContext, refs: list[PodRef], *, node: str, rules: Rules, deadline: float
+) -> Drained:
+    """Evict (or delete) every pod at once and wait for each to leave, until `deadline`."""
+    calls = _Calls(ctx, node, rules)
+    pods = [_Pod(ref) for ref in refs]
+    order = itertools.count()
+    timers = [(0.0, next(order), pod) for pod in pods]
+    running: dict[Future[_Answer], _Pod] = {}
+    shown, refusals = ("", 0.0), Counter[str]()
+
+    def settle(done: set[Future[_Answer]]) -> None:
+        for future in done:
+            pod = running.pop(future)
+            delay = _apply(pod, future.result(), ctx.dry_run, refusals)
+            if delay is not None:
+                heapq.heappush(timers, (time.monotonic() + delay, next(order), pod))
+
+    # More threads than pooled connections would open and drop a connection per call.
+    pooled = getattr(getattr(ctx.kube(), "configuration", None), "connection_pool_maxsize", 0)
+    workers = max(1, min(MAX_WORKERS, len(pods), pooled or MAX_WORKERS))
+    with ThreadPoolExecutor(workers, thread_name_prefix="drain") as pool:
+        while (timers or running) and time.monotonic() < deadline:
+            now = time.monotonic()
+            while timers and timers[0][0] <= now:
+                pod = heapq.heappop(timers)[2]
+                running[pool.submit(calls.step, pod.ref, pod.waiting, pod.attempts)] = pod
+            pause = max(0.0, min(timers[0][0] if timers else deadline, deadline) - now)
+            if running:
+                settle(wait(running, timeout=pause, return_when=FIRST_COMPLETED).done)
+            else:
+                time.sleep(pause)
+            shown = _report(ctx, pods, shown)
+        # Past the deadline, calls already sent still answer (each within the API timeout),
+        # so the result says what really happened to those pods.
+        settle(wait(running).done)
+    drained = Drained(timed_out=any(not pod.outcome for pod in pods))
+    for pod in pods:
+        if pod.outcome == "evicted":
+            drained.evicted.append(pod.ref.key)
+        elif pod.outcome == "gone":
+            drained.gone.append((pod.ref.key, pod.why))
+        else:
+            drained.remaining.append((pod.ref.key, pod.remains()))
+    return drained
+
+
+def _apply(pod: _Pod, answer: _Answer, dry_run: bool, refusals: Counter[str]) -> float | None:
+    """Move one pod on by a step's answer: the delay until its next step, or None."""
+    if answer.outcome == "accepted" and not dry_run:
+        pod.waiting, pod.blocked_by, pod.accepted_at = True, "", time.monotonic()
+        return POLL_INTERVAL  # kubectl reads at once too, but the pod is only just terminating
+    if answer.outcome == "blocked":
+        pod.attempts += 1
+        pod.blocked_by = answer.why
+        if dry_run:
+            pod.outcome, pod.why = "failed", f"would wait: {answer.why}"
+            return None
+        if pod.attempts > 1:
+            return RETRY_INTERVAL
+        # Pods one budget refuses would retry in lockstep every 5 s while its free slot waits
+        # for that round: golden-ratio offsets spread their cycles; each still waits >= 5 s.
+        refusals[answer.budget] += 1
+        return RETRY_INTERVAL * (1 + (refusals[answer.budget] - 1) * 0.618034 % 1.0)
+    if answer.outcome == "waiting":
+        pod.why = answer.why
+        return POLL_INTERVAL
+    pod.outcome = "evicted" if answer.outcome == "accepted" else answer.outcome
+    pod.why = answer.why
+    return None
+
+
+def _report(ctx: ActionContext, pods: list[_Pod], shown: tuple[str, float]) -> tuple[str, float]:
+    """Say how far the drain is: what it waits on at once, a new count at most each second
+    (pods leave in bursts) unless it is the last."""
+    out = sum(1 for pod in pods if pod.outcome in ("evicted", "gone"))
+    blocked = [pod for pod in pods if not pod.outcome and pod.blocked_by]
+    more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
+    waiting = f", waiting on {blocked[0].ref.key}: {blocked[0].blocked_by}{more}" if blocked else ""
+    text = f"{out}/{len(pods)} evicted" + (" (dry run)" if ctx.dry_run else "") + waiting
+    now, (last, at) = time.monotonic(), shown
+    if text == last or (last.endswith(waiting) and now - at < 1.0 and out < len(pods)):
+        return shown
+    ctx.progress(text)
+    return text, now
+
+
+@dataclass
+class _Calls:
+    """The API calls of one drain. They run on worker threads and only read and answer."""
+
+    ctx: ActionContext
+    node: str
+    rules: Rules
+    budgets: dict[str, list[Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def step(self, ref: PodRef, waiting: bool, attempts: int) -> _Answer:
+        try:
+            if waiting:
+                return self.check(ref)
+            moved = self.moved(ref) if attempts else ""  # kubectl re-reads before a retry
+            return _Answer("gone", f"{moved} while waiting") if moved else self.evict(ref)
+        except ActionError as exc:
+            return _Answer("failed", str(exc))
+
+    def read(self, ref: PodRef) -> Any:
+        what, name = f"read pod {ref.key}", ref.name
+        return _found(self.ctx, what, api.core(self.ctx).read_namespaced_pod, name, ref.namespace)
+
+    def moved(self, ref: PodRef, pod: Any = None) -> str:
+        """Why the pod we listed is no longer on this node, or "" while it still is."""
+        pod = pod if pod is not None else self.read(ref)
+        if pod is None:
+            return "deleted"
+        if pod.metadata.uid != ref.uid or pod.spec.node_name != self.node:
+            return f"replaced by a new pod of that name on {pod.spec.node_name or 'no node yet'}"
+        return ""
+
+    def evict(self, ref: PodRef) -> _Answer:
+        grace = self.rules.grace_period if self.rules.grace_period >= 0 else None
+        delete = client.V1DeleteOptions(
+            grace_period_seconds=grace, preconditions=client.V1Preconditions(uid=ref.uid)
+        )
+        verb, call, body = "delete", api.core(self.ctx).delete_namespaced_pod, delete
+        if self.rules.use_eviction:
+            meta = client.V1ObjectMeta(name=ref.name, namespace=ref.namespace)
+            verb, call = "evict", api.core(self.ctx).create_namespaced_pod_eviction
+            body = client.V1Eviction(metadata=meta, delete_options=delete)
+        options = {"body": body, "passthrough": [404, 409, 429], **api.dry_run(self.ctx)}
+        try:
+            what, timeout = f"{verb} pod {ref.key}", api.timeout(self.ctx)
+            cluster.call(what, call, ref.name, ref.namespace, timeout=timeout, **options)
+        except ApiException as exc:
+            if exc.status == 404:
+                return _Answer("gone", "already gone")
+            if exc.status == 429:
+                named, cause = self.budget(ref), _budget_cause(exc)
+                return _Answer("blocked", f"{named} ({cause})" if named else cause, named)
+            moved = self.moved(ref)  # 409: our UID precondition failed
+            return _Answer("gone", moved) if moved else _Answer("failed", cluster.reason(exc))
+        return _Answer("accepted")
+
+    def budget(self, ref: PodRef) -> str:
+        """ "PDB ns/name" for the PodDisruptionBudgets selecting the pod, or ""."""
+        try:
+            with self.lock:
+                if ref.namespace not in self.budgets:
+                    self.budgets[ref.namespace] = cluster.call(
+                        f"list PodDisruptionBudgets in {ref.namespace}",
+                        client.PolicyV1Api(self.ctx.kube()).list_namespaced_pod_disruption_budget,
+                        ref.namespace,
+                        timeout=api.timeout(self.ctx),
+                    ).items
+                budgets = self.budgets[ref.namespace]
+        except ActionError:
+            return ""  # the API's own message still explains the 429
+        names = [
+            f"{ref.namespace}/{b.metadata.name}"
+            for b in budgets
+            if b.spec is not None and selects(b.spec.selector, ref.labels)
+        ]
+        return f"PDB {', '.join(names)}" if names else ""
+
+    def check(self, ref: PodRef) -> _Answer:
+        pod = self.read(ref)
+        moved = self.moved(ref, pod) if pod is not None else "deleted"
+        if moved:
+            return _Answer("evicted", moved)
+        deleting = pod.metadata.deletion_timestamp
+        waited = (datetime.now(UTC) - deleting).total_seconds() if deleting else 0.0
+        if 0 < self.rules.skip_wait_seconds < waited:
+            return _Answer("gone", f"terminating over {self.rules.skip_wait_seconds}s; skipped")
+        return _Answer("waiting", "" if deleting is None else f"deletion due {deleting}")
+
+
+def _budget_cause(exc: ApiException) -> str:
+    """ "needs 3 healthy pods, has 3" from the 429's DisruptionBudget cause, else its message."""
+    try:
+        body = json.loads(exc.body or "{}")
+        causes = (body.get("details") or {}).get("causes") or []
+        found = next(m for c in causes if (m := _NEEDS.search(str(c.get("message")))))
+    except (TypeError, ValueError, AttributeError, StopIteration):
+        return cluster.reason(exc)
+    return f"needs {found[1]} healthy pods, has {found[2]}"
+
+
+def selects(selector: Any, labels: Mapping[str, str]) -> bool:
+    """A LabelSelector against pod labels; an empty selector selects every pod, None none."""
+    if selector is None:
+        return False
+    terms = [(key, "In", [value]) for key, value in (selector.match_labels or {}).items()]
+    terms += [(t.key, t.operator, t.values or []) for t in selector.match_expressions or []]
+    return all(_holds(labels, *term) for term in terms)
+
+
+def _holds(labels: Mapping[str, str], key: str, operator: str, values: list[str]) -> bool:
+    matched, present = key in labels and labels[key] in values, key in labels
+    known = {"In": matched, "NotIn": not matched, "Exists": present, "DoesNotExist": not present}
+    return known.get(operator, False)

@@ -47,7 +47,8 @@ def run_action(sim: SimHandle, recorder: Recorder) -> RunAction:
     """Run a registered action on the simulator: run_action("k8s.cordon", node=..., ...).
 
     Keyword `ctx_` takes ActionContext overrides (dry_run, admin_override, actor, incident,
-    settings); everything else is a raw parameter, validated as from an operator.
+    settings; kube_factory None to connect from settings); everything else is a raw
+    parameter, validated as from an operator.
     """
 
     def run(name: str, ctx_: dict[str, Any] | None = None, **raw: Any) -> Outcome:
@@ -58,7 +59,7 @@ def run_action(sim: SimHandle, recorder: Recorder) -> RunAction:
             settings=settings,
             clock=FrozenClock(datetime(2026, 11, 29, 22, 10, tzinfo=UTC)),
             incident=options.pop("incident", "INC-7"),
-            kube_factory=sim.api_client,
+            kube_factory=options.pop("kube_factory", sim.api_client),
             progress=recorder.progress.append,
             record=lambda kind, summary, data: recorder.records.append((kind, summary, data)),
             **options,

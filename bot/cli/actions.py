@@ -1,0 +1,110 @@
+"""Commands on actions: list them, run one like kubectl (optionally into an incident's log)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from bot.cli import common
+from bot.clock import SystemClock
+from bot.config import Settings
+from bot.db import Database
+from bot.errors import BotError
+from bot.incidents import log, service
+
+
+def list_actions(args: argparse.Namespace, _: Settings) -> int:
+    from bot.actions import registry
+
+    if args.name:
+        chosen = registry.get(args.name)
+        lines = [f"{chosen.name} ({chosen.risk.value}): {chosen.description}", "Parameters:"]
+        for name, kind, required, text in chosen.parameters():
+            flag = "required" if required else "optional"
+            lines.append(f"  {name:<16} {kind:<38} {flag:<9} {text}")
+        lines.append(f"Dry run: {'yes' if chosen.dry_run else 'no'}")
+        return common.say("\n".join(lines))
+    table = [["ACTION", "RISK", "DRY-RUN", "DESCRIPTION"]]
+    table += [
+        [a.name, a.risk.value, "yes" if a.dry_run else "no", a.description]
+        for a in registry.all_actions()
+    ]
+    return common.say(common.table(table))
+
+
+def run_action(args: argparse.Namespace, settings: Settings) -> int:
+    import getpass
+
+    from bot.actions import ActionContext, execute, registry
+
+    chosen = registry.get(args.name)
+    raw = _key_values(args.params)
+    actor = args.actor or getpass.getuser()
+    clock = SystemClock()
+    with contextlib.ExitStack() as stack:
+        record = None
+        if args.incident:
+            if not args.actor:
+                raise BotError("--incident needs --as USER: the log names who acted")
+            db = stack.enter_context(common.database(settings))
+            record = _recorder(db, service.parse_ref(args.incident), args.actor, clock)
+        ctx = ActionContext(
+            actor=actor,
+            settings=settings,
+            clock=clock,
+            incident=args.incident,
+            dry_run=args.dry_run,
+            admin_override=args.override_breaker,
+            progress=lambda message: print(f"... {message}", file=sys.stderr, flush=True),
+        )
+        if record is not None:
+            ctx.record = record
+        outcome = execute(chosen, raw, ctx)
+    result = outcome.result
+    if args.json:
+        common.say(json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False))
+    else:
+        common.say(result.summary)
+    return 0 if result.ok else 1
+
+
+def _recorder(
+    db: Database, number: int, user: str, clock: SystemClock
+) -> Callable[[str, str, dict[str, Any]], None]:
+    with db.session() as session:
+        service.get(session, number)  # fail now, before the action runs
+
+    def record(kind: str, summary: str, data: dict[str, Any]) -> None:
+        with db.transaction() as session:
+            incident = service.get(session, number, lock=True)
+            log.append(
+                session,
+                incident,
+                at=clock.now(),
+                actor=log.Actor.human(user),
+                type=kind,
+                summary=summary,
+                data=data,
+            )
+
+    return record
+
+
+def _key_values(items: list[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BotError(f"parameter {item!r} is not KEY=VALUE (e.g. node=gpu-node-02)")
+        if value[:1] in ("[", "{"):
+            try:
+                values[key] = json.loads(value)
+            except ValueError as exc:
+                raise BotError(f"parameter {key}: value is not valid JSON ({exc})") from exc
+        else:
+            values[key] = value
+    return values

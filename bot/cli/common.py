@@ -1,0 +1,50 @@
+"""What every `runbook-bot` command shares: printing, the database, tables, lists."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from bot import migrations
+from bot.clock import SystemClock
+from bot.config import Settings
+from bot.db import Database
+
+
+def say(text: str) -> int:
+    print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+@contextmanager
+def database(settings: Settings, *, migrated: bool = True) -> Iterator[Database]:
+    """The database; with `migrated`, refuse one whose schema is behind (say what to run)."""
+    db = Database(settings.database_url, connect_timeout=settings.database_connect_timeout)
+    try:
+        if migrated:
+            migrations.check(db)
+        yield db
+    finally:
+        db.dispose()
+
+
+def age(since: datetime) -> str:
+    seconds = int((SystemClock().now() - since).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        lines.append("   ".join([*cells, row[-1]]))
+    return "\n".join(lines)
+
+
+def split(values: list[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]

@@ -1,0 +1,59 @@
+"""Commands that run or set up the service: serve, db upgrade, db current, sim."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from bot import migrations
+from bot.cli import common
+from bot.clock import SystemClock
+from bot.config import Settings
+
+
+def serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from bot.web import build_app
+
+    with common.database(settings, migrated=False) as db:
+        if settings.is_sqlite:
+            migrations.upgrade(db)
+        else:
+            migrations.check(db)
+        app = build_app(settings, db, SystemClock())
+        host, port = args.host or settings.listen_host, args.port or settings.listen_port
+        logging.getLogger(__name__).info(
+            "listening on http://%s:%s (database %s)", host, port, db.describe()
+        )
+        uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
+    return 0
+
+
+def db_upgrade(_: argparse.Namespace, settings: Settings) -> int:
+    with common.database(settings, migrated=False) as db:
+        before = migrations.current(db)
+        migrations.upgrade(db)
+        after = migrations.current(db)
+    if before == after:
+        return common.say(f"database {db.describe()} is already at revision {after}")
+    return common.say(f"database {db.describe()} upgraded from {before or 'empty'} to {after}")
+
+
+def db_current(_: argparse.Namespace, settings: Settings) -> int:
+    with common.database(settings, migrated=False) as db:
+        have, want = migrations.current(db), migrations.head()
+    state = "up to date" if have == want else "behind: run `runbook-bot db upgrade`"
+    return common.say(
+        f"database {db.describe()}: revision {have or 'none'}, needs {want} ({state})"
+    )
+
+
+def sim(args: argparse.Namespace, _: Settings) -> int:
+    from pathlib import Path
+
+    from bot import sim
+
+    scenario = args.scenario or Path(sim.__file__).parent / "scenarios" / "gpu-cluster.yaml"
+    sim.run(scenario, port=args.port, kubeconfig_path=args.kubeconfig, time_scale=args.time_scale)
+    return 0

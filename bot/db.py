@@ -58,6 +58,15 @@ class Database:
         self.url = url
         self.engine = _make_engine(url, connect_timeout)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # Reads see one snapshot: under READ COMMITTED each statement sees the latest
+        # commit, so an incident read before an ingest committed and its alerts read after
+        # would disagree. SQLite's reads already serialize at BEGIN.
+        snapshot = (
+            self.engine.execution_options(isolation_level="REPEATABLE READ")
+            if self.engine.dialect.name == "postgresql"
+            else self.engine
+        )
+        self._reads = sessionmaker(snapshot, expire_on_commit=False)
 
     @property
     def is_postgres(self) -> bool:
@@ -71,8 +80,8 @@ class Database:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A session for reads (and explicit commits)."""
-        with storage_errors(self.engine), self.sessions() as session:
+        """A session for reads, all from one consistent snapshot of the database."""
+        with storage_errors(self.engine), self._reads() as session:
             yield session
 
     def ping(self) -> None:

@@ -105,6 +105,12 @@ class NodeChange(Result):
     changed: bool
 
 
+def _change(
+    ctx: ActionContext, node: str, summary: str, *, changed: bool, ok: bool = True
+) -> NodeChange:
+    return NodeChange(ok=ok, summary=summary, dry_run=ctx.dry_run, node=node, changed=changed)
+
+
 @action(
     "k8s.cordon",
     params=CordonParams,
@@ -118,11 +124,10 @@ def cordon(ctx: ActionContext, params: CordonParams) -> NodeChange:
         node = api.read_node(ctx, params.node)
         if node.spec.unschedulable:
             who = f"by {marks.holder(node)}" if marks.cordoned_by_bot(node) else "by someone else"
-            return NodeChange(
-                ok=True,
-                summary=f"{params.node} is already cordoned ({who}); nothing to do",
-                dry_run=ctx.dry_run,
-                node=params.node,
+            return _change(
+                ctx,
+                params.node,
+                f"{params.node} is already cordoned ({who}); nothing to do",
                 changed=False,
             )
         breaker.check(ctx, params.node)
@@ -144,13 +149,7 @@ def cordon(ctx: ActionContext, params: CordonParams) -> NodeChange:
             continue  # changed under us: read it again
         suffix = " (dry run)" if ctx.dry_run else ""
         ctx.progress(f"{params.node} cordoned{suffix}")
-        return NodeChange(
-            ok=True,
-            summary=f"{params.node} cordoned{suffix}",
-            dry_run=ctx.dry_run,
-            node=params.node,
-            changed=True,
-        )
+        return _change(ctx, params.node, f"{params.node} cordoned{suffix}", changed=True)
     raise TemporaryActionError(
         f"{params.node} kept changing while the bot tried to cordon it; try again"
     )
@@ -190,30 +189,25 @@ def uncordon(ctx: ActionContext, params: UncordonParams) -> NodeChange:
                     "removed",
                     {"node": params.node},
                 )
-        return NodeChange(
-            ok=True,
-            summary=f"{params.node} is already schedulable; nothing to do",
-            dry_run=ctx.dry_run,
-            node=params.node,
-            changed=False,
+        return _change(
+            ctx, params.node, f"{params.node} is already schedulable; nothing to do", changed=False
         )
     if not ours and not params.force:
-        return NodeChange(
-            ok=False,
-            summary=f"{params.node} was cordoned by someone other than the bot; leaving it "
+        return _change(
+            ctx,
+            params.node,
+            f"{params.node} was cordoned by someone other than the bot; leaving it "
             "cordoned (pass force=true to uncordon it anyway)",
-            dry_run=ctx.dry_run,
-            node=params.node,
             changed=False,
+            ok=False,
         )
     body = {"spec": {"unschedulable": None}, "metadata": {"annotations": marks.cleared()}}
     api.patch_node(ctx, params.node, body, f"uncordon {params.node}")
     forced = "" if ours else " (forced: the bot had not cordoned it)"
     ctx.progress(f"{params.node} uncordoned{forced}" + (" (dry run)" if ctx.dry_run else ""))
-    return NodeChange(
-        ok=True,
-        summary=f"{params.node} uncordoned{forced}" + (" (dry run)" if ctx.dry_run else ""),
-        dry_run=ctx.dry_run,
-        node=params.node,
+    return _change(
+        ctx,
+        params.node,
+        f"{params.node} uncordoned{forced}" + (" (dry run)" if ctx.dry_run else ""),
         changed=True,
     )

@@ -12,10 +12,18 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from bot.durations import Duration, format_duration
@@ -23,6 +31,64 @@ from bot.errors import ConfigInvalid
 
 ENV_PREFIX = "RUNBOOK_BOT_"
 CONFIG_ENV = "RUNBOOK_BOT_CONFIG"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BmcCredentialsProfile(_Strict):
+    """A BMC login. The password is read when needed from a file or an environment
+    variable (a mounted Secret); it is never written in the settings themselves."""
+
+    username: str = Field(min_length=1, max_length=64)
+    password_file: Path | None = None
+    password_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BmcCredentialsProfile:
+        if (self.password_file is None) == (self.password_env is None):
+            raise ValueError("set exactly one of password_file and password_env")
+        return self
+
+
+class BmcNode(_Strict):
+    """Where one node's BMC answers."""
+
+    protocol: Literal["ipmi", "redfish"]
+    address: str = Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9.:\[\]-]+$")
+    port: int | None = Field(None, ge=1, le=65535)
+    credentials: str = "default"
+    system: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,64}$")
+    scheme: Literal["https", "http"] = "https"
+    """Redfish only; `http` is for simulators and labs, never production BMCs."""
+    verify_tls: bool = True
+    ca_file: Path | None = None
+
+
+class BmcSettings(_Strict):
+    """The BMC inventory and how patiently to talk to BMCs."""
+
+    credentials: dict[str, BmcCredentialsProfile] = {}
+    nodes: dict[str, BmcNode] = {}
+    annotations: bool = True
+    """Nodes not listed here may name their BMC in `runbook-bot/bmc-*` annotations."""
+    timeout: Duration = timedelta(seconds=10)
+    """One call to a BMC (an ipmitool run, an HTTP request)."""
+    power_timeout: Duration = timedelta(minutes=5)
+    """How long a power action waits for the BMC to report the new state."""
+    attempts: int = Field(3, ge=1, le=10)
+    """Tries of one read or one idempotent request when the BMC does not answer."""
+
+    @model_validator(mode="after")
+    def _profiles_exist(self) -> BmcSettings:
+        for node, entry in self.nodes.items():
+            if entry.credentials not in self.credentials:
+                raise ValueError(
+                    f"nodes.{node}.credentials: no credentials profile {entry.credentials!r}; "
+                    f"define it under bmc.credentials"
+                )
+        return self
 
 
 class Settings(BaseSettings):
@@ -112,6 +178,15 @@ class Settings(BaseSettings):
     )
     node_job_namespace: str = Field(
         "runbook-bot", description="Namespace where node Jobs are created."
+    )
+    bmc: BmcSettings = Field(
+        default_factory=BmcSettings,
+        description="BMC inventory and limits: `credentials` (profiles: `username` and "
+        "`password_file` or `password_env`), `nodes` (node: `protocol` ipmi|redfish, "
+        "`address`, `port`, `credentials`, `system`, `scheme`, `verify_tls`, `ca_file`), "
+        "`annotations` (true: unlisted nodes may name their BMC in `runbook-bot/bmc-*` annotations), "
+        "`timeout` (10s per call), `power_timeout` (5m to see the new power state), "
+        "`attempts` (3). See docs/bmc.md.",
     )
 
     @classmethod
@@ -228,8 +303,10 @@ def reference_markdown() -> str:
         "| --- | --- | --- | --- |",
     ]
     for name, field in Settings.model_fields.items():
-        default = field.default
-        if isinstance(default, timedelta):
+        default = field.get_default(call_default_factory=True)
+        if isinstance(default, BaseModel):
+            shown = "see docs/bmc.md"
+        elif isinstance(default, timedelta):
             shown = format_duration(default)
         elif default is None:
             shown = "unset"

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.clock import Clock, SystemClock
-from bot.sim import kinds, manifests, pods, seeding
+from bot.sim import hardware, kinds, manifests, pods, seeding
 from bot.sim.kinds import NODE, POD, Kind
 from bot.sim.scenario import Command, Scenario
 from bot.sim.status import ApiError, reason_for
@@ -100,6 +100,15 @@ class Cluster:
         self._ips = 0
         with self.lock:
             seeding.populate(self, scenario)
+            sizes = {
+                name: (pool.gpus, pool.gpu_product)
+                for pool in scenario.nodes
+                for name in pool.names()
+            }
+            self.machines = hardware.build(scenario, sizes, self.now())
+            for machine in self.machines.values():
+                if machine.power == "Off":
+                    self.set_node_ready(machine.node, False)
 
     # -- shared by the API and the kubelet --------------------------------------------
 
@@ -197,7 +206,59 @@ class Cluster:
                 ready=ready,
                 now=self.now(),
             )
+            product = pool.gpu_product if pool else "NVIDIA-H100-80GB-HBM3"
+            self.machines.update(
+                hardware.build(
+                    self.scenario.model_copy(
+                        update={
+                            "hardware": self.scenario.hardware.model_copy(update={"faults": []})
+                        }
+                    ),
+                    {name: (gpus, product)},
+                    self.now(),
+                )
+            )
             return copy.deepcopy(self.store.insert(NODE, node, self.now()))
+
+    def has_node(self, name: str) -> bool:
+        with self.lock:
+            return self.store.find(NODE, None, name) is not None
+
+    # -- hardware hooks (the BMC and the node's devices) --------------------------------
+
+    def machine(self, node: str) -> hardware.Machine:
+        """A copy of the node's machine: power, SEL, GPUs, HCAs."""
+        with self.lock:
+            return copy.deepcopy(self.machines[node])
+
+    def lose_gpu(self, node: str, index: int) -> None:
+        """GPU `index` falls off the bus (XID 79): it vanishes from nvidia-smi."""
+        with self.lock:
+            machine = self.machines[node]
+            machine.gpus[index].present = False
+            machine.log(self.now(), f"GPU{index} Status", "PCIe link lost", "Critical")
+
+    def heat_gpu(self, node: str, index: int, temperature: float) -> None:
+        with self.lock:
+            machine = self.machines[node]
+            machine.gpus[index].temperature = temperature
+            if temperature >= 85:
+                machine.log(self.now(), f"GPU{index} Temp", "Upper critical going high", "Critical")
+
+    def set_ib_port(self, node: str, hca: str, up: bool) -> None:
+        with self.lock:
+            for port in self.machines[node].ib_ports:
+                if port.hca == hca:
+                    port.up = up
+                    return
+            raise KeyError(f"{node} has no HCA {hca}")
+
+    def power(self, node: str, action: str) -> None:
+        """Press a power button as the BMC would (`On`, `ForceOff`, `PowerCycle`, ...)."""
+        import time
+
+        with self.lock:
+            hardware.request_power(self, node, action, time.monotonic())
 
     def remove_node(self, name: str) -> None:
         """Delete the Node; pod garbage collection then removes the pods bound to it."""

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from bot.sim import controllers, jobs, pods
+from bot.sim import controllers, hardware, jobs, pods
 from bot.sim.kinds import POD
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ def tick(cluster: Cluster, mono: float | None = None) -> None:
     """One pass of every loop; tests may call it directly instead of running the thread."""
     mono = time.monotonic() if mono is None else mono
     with cluster.lock:
+        hardware.advance(cluster, mono)
         controllers.sync_unschedulable_taints(cluster)
         controllers.collect_garbage(cluster, mono)
         finish_terminations(cluster, mono)

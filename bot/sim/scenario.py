@@ -168,6 +168,39 @@ class Command(_Model):
     seconds: float = Field(default=1.0, ge=0)
 
 
+class NodeFault(_Model):
+    """Trouble on one node's hardware at start; tests and the demo add more through hooks."""
+
+    node: Name
+    missing_gpus: list[int] = []
+    """GPUs that fell off the bus (XID 79): absent from nvidia-smi, failing dcgmi."""
+    hot_gpus: dict[int, float] = {}
+    """GPU index -> temperature in degrees C."""
+    ecc_gpus: dict[int, int] = {}
+    """GPU index -> uncorrected (double-bit) ECC errors."""
+    ib_ports_down: list[str] = []
+    """HCA names whose port 1 is Down, e.g. mlx5_1."""
+    powered_off: bool = False
+
+
+class Hardware(_Model):
+    """The machines behind the nodes: BMCs, GPUs, InfiniBand."""
+
+    ib_hcas: int = Field(default=4, ge=0, le=16)
+    ib_rate: int = Field(default=200, ge=10)
+    """Gb/s of an active port; the seed checks for `Rate: 200`."""
+    power_off_seconds: float = Field(default=3.0, ge=0)
+    """From a power-off request until the BMC reports Off."""
+    power_on_seconds: float = Field(default=5.0, ge=0)
+    """From a power-on request until the BMC reports On."""
+    boot_seconds: float = Field(default=10.0, ge=0)
+    """From power on until the Kubernetes node is Ready again."""
+    bmc_firmware: str = "1.10.2"
+    bmc_manufacturer: str = "Supermicro"
+    bmc_model: str = "SYS-821GE-TNHR"
+    faults: list[NodeFault] = []
+
+
 class Scenario(_Model):
     name: str
     description: str = ""
@@ -187,6 +220,7 @@ class Scenario(_Model):
     bare_pods: list[BarePod] = []
     queues: list[Queue] = []
     commands: list[Command] = []
+    hardware: Hardware = Hardware()
 
     def node_names(self) -> list[str]:
         return [name for pool in self.nodes for name in pool.names()]
@@ -209,6 +243,7 @@ class Scenario(_Model):
                     raise ValueError(f"{item.name}: no claim {item.namespace}/{volume.claim}")
         placed = [n for w in self.workloads for n in w.nodes]
         placed += [p.node for p in self.bare_pods] + [c.node for c in self.commands if c.node]
+        placed += [f.node for f in self.hardware.faults]
         for name in placed:
             if name not in known:
                 raise ValueError(f"no node named {name}")

@@ -184,7 +184,8 @@ class Settings(BaseSettings):
         description="BMC inventory and limits: `credentials` (profiles: `username` and "
         "`password_file` or `password_env`), `nodes` (node: `protocol` ipmi|redfish, "
         "`address`, `port`, `credentials`, `system`, `scheme`, `verify_tls`, `ca_file`), "
-        "`annotations` (true: unlisted nodes may name their BMC in `runbook-bot/bmc-*` annotations), "
+        "`annotations` (true: unlisted nodes may name their BMC in `runbook-bot/bmc-*` "
+        "annotations), "
         "`timeout` (10s per call), `power_timeout` (5m to see the new power state), "
         "`attempts` (3). See docs/bmc.md.",
     )

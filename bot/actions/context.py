@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from bot.clock import Clock, SystemClock
@@ -16,6 +17,9 @@ from bot.config import Settings
 
 Progress = Callable[[str], None]
 Record = Callable[[str, str, dict[str, Any]], None]
+AlertHistory = Callable[[str, datetime], list[dict[str, Any]]]
+"""(node, since) -> the alerts recorded on that node since then, across incidents: dicts
+with incident (number), alertname, labels, starts_at (datetime), status."""
 
 
 def _ignore_progress(message: str) -> None:
@@ -40,6 +44,8 @@ class ActionContext:
     record: Record = _ignore_record
     # Built on first use, so read-only runs of other kinds never touch the cluster.
     kube_factory: Callable[[], Any] | None = None
+    # The incident store's memory of earlier alerts, given by whoever has the database.
+    alert_history: AlertHistory | None = None
     _kube: Any = field(default=None, repr=False)
 
     def kube(self) -> Any:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from bot.cli import common
@@ -14,7 +15,7 @@ from bot.clock import SystemClock
 from bot.config import Settings
 from bot.db import Database
 from bot.errors import BotError
-from bot.incidents import log, service
+from bot.incidents import history, log, service
 
 
 def list_actions(args: argparse.Namespace, _: Settings) -> int:
@@ -63,6 +64,7 @@ def run_action(args: argparse.Namespace, settings: Settings) -> int:
         )
         if record is not None:
             ctx.record = record
+        ctx.alert_history = _alert_history(settings)
         outcome = execute(chosen, raw, ctx)
     result = outcome.result
     if args.json:
@@ -92,6 +94,16 @@ def _recorder(
             )
 
     return record
+
+
+def _alert_history(settings: Settings) -> Callable[[str, datetime], list[dict[str, Any]]]:
+    """Earlier alerts on a node, read from the database only when an action asks."""
+
+    def alerts(node: str, since: datetime) -> list[dict[str, Any]]:
+        with common.database(settings) as db:
+            return history.alerts_on_node(db, node, since)
+
+    return alerts
 
 
 def _key_values(items: list[str]) -> dict[str, Any]:

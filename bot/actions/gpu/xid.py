@@ -70,6 +70,10 @@ class RepeatRule(_Entry):
     count: int = Field(ge=1)
     window: Duration
     consequence: str = Field(min_length=1)
+    classes: list[FaultClass] = Field(
+        default_factory=list, description="fault classes that count (empty: every class)"
+    )
+    same_code: bool = Field(False, description="count only repeats of one XID code")
 
 
 class Catalog(_Entry):

@@ -1,0 +1,49 @@
+"""Talking to a BMC patiently: one open connection per action, bounded retries.
+
+A BMC is a small, slow computer that drops UDP packets and answers 503 while busy. Reads
+and idempotent requests are retried `bmc.attempts` times with a short pause when the
+BMC does not answer (`TemporaryActionError`); a refusal (`PermanentActionError`) is final.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from bot.actions.bmc import inventory
+from bot.actions.bmc.protocol import Bmc
+from bot.actions.context import ActionContext
+from bot.errors import TemporaryActionError
+
+T = TypeVar("T")
+PAUSE_FIRST, PAUSE_MAX = 0.5, 4.0
+
+
+@contextmanager
+def session(ctx: ActionContext, node: str) -> Iterator[Bmc]:
+    bmc = inventory.open_bmc(ctx, node)
+    try:
+        yield bmc
+    finally:
+        bmc.close()
+
+
+def retried(ctx: ActionContext, fn: Callable[[], T], *, attempts: int | None = None) -> T:
+    """`fn()`, tried up to `attempts` (default `bmc.attempts`) times while the BMC is silent."""
+    tries = attempts or ctx.settings.bmc.attempts
+    pause = PAUSE_FIRST
+    for attempt in range(1, tries + 1):
+        try:
+            return fn()
+        except TemporaryActionError as exc:
+            if attempt == tries:
+                if tries > 1:
+                    raise TemporaryActionError(
+                        f"{exc} (tried {tries} times)", delay=exc.delay
+                    ) from exc
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, PAUSE_MAX)
+    raise AssertionError("unreachable")

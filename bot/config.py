@@ -62,6 +62,8 @@ class BmcNode(_Strict):
     system: str | None = Field(None, pattern=r"^[A-Za-z0-9._-]{1,64}$")
     scheme: Literal["https", "http"] = "https"
     """Redfish only; `http` is for simulators and labs, never production BMCs."""
+    cipher_suite: int | None = Field(None, ge=0, le=17)
+    """IPMI only: the RMCP+ cipher suite (`ipmitool -C`, e.g. 17 or 3); unset: negotiated."""
     verify_tls: bool = True
     ca_file: Path | None = None
 
@@ -183,7 +185,8 @@ class Settings(BaseSettings):
         default_factory=BmcSettings,
         description="BMC inventory and limits: `credentials` (profiles: `username` and "
         "`password_file` or `password_env`), `nodes` (node: `protocol` ipmi|redfish, "
-        "`address`, `port`, `credentials`, `system`, `scheme`, `verify_tls`, `ca_file`), "
+        "`address`, `port`, `credentials`, `system`, `scheme`, `cipher_suite`, `verify_tls`, "
+        "`ca_file`), "
         "`annotations` (true: unlisted nodes may name their BMC in `runbook-bot/bmc-*` "
         "annotations), "
         "`timeout` (10s per call), `power_timeout` (5m to see the new power state), "

@@ -77,6 +77,7 @@ def _target(node: str, entry: BmcNode, source: str) -> BmcTarget:
         credentials=entry.credentials,
         system=entry.system,
         scheme=entry.scheme,
+        cipher_suite=entry.cipher_suite,
         verify_tls=entry.verify_tls,
         ca_file=entry.ca_file,
         source=source,

@@ -46,6 +46,8 @@ class BmcTarget:
     system: str | None = None
     """Redfish ComputerSystem id; unset: the first member of /redfish/v1/Systems."""
     scheme: Literal["https", "http"] = "https"
+    cipher_suite: int | None = None
+    """IPMI only: the RMCP+ cipher suite (`ipmitool -C`); unset: negotiated."""
     verify_tls: bool = True
     ca_file: Path | None = None
     source: str = "settings"

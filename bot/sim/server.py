@@ -1,12 +1,15 @@
 """Serving the simulator: uvicorn on a loopback port, the kubelet thread, a kubeconfig.
 
 `running(scenario)` is for tests and the demo (a port the kernel picks, in a thread);
+with `redfish=RedfishOptions(...)` it also serves the machines' BMCs over Redfish
+(`redfish`) on a second kernel-chosen loopback port, HTTPS when given a certificate.
 `run(path)` is the standalone `runbook-bot sim` command, serving until interrupted.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import threading
 import time
@@ -23,6 +26,7 @@ from bot.sim import scenario as scenarios
 from bot.sim.cluster import Cluster
 from bot.sim.kinds import NODE, POD
 from bot.sim.kubelet import Kubelet
+from bot.sim.redfish import BmcRequest, RedfishOptions, RedfishService
 from bot.sim.scenario import Scenario
 
 CONTEXT = "runbook-bot-sim"
@@ -50,9 +54,21 @@ def kubeconfig(url: str) -> dict[str, Any]:
 class SimHandle:
     """A running simulator: its base URL, its cluster (for hooks), and client set-up."""
 
-    def __init__(self, url: str, cluster: Cluster) -> None:
+    def __init__(
+        self,
+        url: str,
+        cluster: Cluster,
+        *,
+        redfish: RedfishService | None = None,
+        redfish_port: int | None = None,
+    ) -> None:
         self.url = url
         self.cluster = cluster
+        self.redfish = redfish  # the BMCs, when `running(..., redfish=...)` serves them
+        self.redfish_port = redfish_port
+        self.redfish_url = (
+            f"{redfish.options.scheme}://127.0.0.1:{redfish_port}" if redfish else None
+        )
         self._clients: list[Any] = []
 
     def write_kubeconfig(self, path: str | Path) -> Path:
@@ -73,6 +89,54 @@ class SimHandle:
         for client in self._clients:
             client.close()
         self._clients.clear()
+
+    # -- the BMCs over Redfish -----------------------------------------------------------
+
+    def bmc_settings(
+        self, password_file: str | Path, *, ca_file: str | Path | None = None
+    ) -> dict[str, Any]:
+        """The `bmc` setting for every node's simulated BMC, with credentials profile
+        `default`; writes the BMCs' password to `password_file` (mode 0600) for it."""
+        service = self._redfish()
+        path = Path(password_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600, exist_ok=True)
+        os.chmod(path, 0o600)
+        path.write_text(service.options.password + "\n", encoding="utf-8")
+        entry: dict[str, Any] = {
+            "protocol": "redfish",
+            "address": "127.0.0.1",
+            "port": self.redfish_port,
+            "credentials": "default",
+            "scheme": service.options.scheme,
+        }
+        if ca_file is not None:
+            entry["ca_file"] = str(ca_file)
+        with self.cluster.lock:
+            nodes = sorted(self.cluster.machines)
+        return {
+            "credentials": {
+                "default": {"username": service.options.username, "password_file": str(path)}
+            },
+            "nodes": {node: {**entry, "system": node} for node in nodes},
+        }
+
+    def fail_bmc(self, node: str, times: int = 1, status: int = 500) -> None:
+        """The node's BMC answers `status` to its next `times` requests."""
+        self._redfish().fail(node, times, status)
+
+    def slow_bmc(self, node: str, seconds: float) -> None:
+        """The node's BMC waits `seconds` before every answer (0: prompt again)."""
+        self._redfish().slow(node, seconds)
+
+    def bmc_requests(self, method: str | None = None, path: str | None = None) -> list[BmcRequest]:
+        """Requests the BMCs received, oldest first; `path` is a glob."""
+        return self._redfish().requests(method, path)
+
+    def _redfish(self) -> RedfishService:
+        if self.redfish is None:
+            raise RuntimeError("no Redfish service: start the simulator with running(redfish=...)")
+        return self.redfish
 
 
 def _loopback(host: str) -> None:
@@ -98,15 +162,47 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _server(cluster: Cluster) -> uvicorn.Server:
+    return _uvicorn(api.build_app(cluster))
+
+
+def _uvicorn(app: Any, **options: Any) -> uvicorn.Server:
     config = uvicorn.Config(
-        api.build_app(cluster),
+        app,
         log_level="warning",
         access_log=False,
         lifespan="off",
         ws="none",
         timeout_graceful_shutdown=2,
+        **options,
     )
     return uvicorn.Server(config)
+
+
+class _Serving:
+    """A uvicorn server on its own loopback socket, in a daemon thread."""
+
+    def __init__(self, server: uvicorn.Server, name: str) -> None:
+        self.server = server
+        self.sock = _bind("127.0.0.1", 0)
+        self.port: int = self.sock.getsockname()[1]
+        self.thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [self.sock]}, name=name, daemon=True
+        )
+
+    def start(self, what: str) -> None:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                self.stop()
+                raise RuntimeError(f"the simulated {what} did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        if self.thread.is_alive():
+            self.thread.join(timeout=10)
+        self.sock.close()
 
 
 def _as_scenario(source: Scenario | str | Path) -> Scenario:
@@ -114,34 +210,54 @@ def _as_scenario(source: Scenario | str | Path) -> Scenario:
 
 
 @contextmanager
-def running(source: Scenario | str | Path, *, time_scale: float = 1.0) -> Iterator[SimHandle]:
-    """Serve a scenario on 127.0.0.1 (a kernel-chosen port) until the block ends."""
+def running(
+    source: Scenario | str | Path,
+    *,
+    time_scale: float = 1.0,
+    redfish: RedfishOptions | None = None,
+) -> Iterator[SimHandle]:
+    """Serve a scenario on 127.0.0.1 (a kernel-chosen port) until the block ends; with
+    `redfish`, serve the machines' BMCs too, on a port of their own."""
     cluster = Cluster(_as_scenario(source), time_scale=time_scale)
-    sock = _bind("127.0.0.1", 0)
-    server = _server(cluster)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="sim-api", daemon=True
-    )
+    servers: list[_Serving] = []
     kubelet = Kubelet(cluster)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            server.should_exit = True
-            sock.close()
-            raise RuntimeError("the simulated API server did not start")
-        time.sleep(0.01)
-    kubelet.start()
-    handle = SimHandle(f"http://127.0.0.1:{sock.getsockname()[1]}", cluster)
+    started = False
     try:
-        yield handle
+        kube = _Serving(_server(cluster), "sim-api")
+        servers.append(kube)
+        kube.start("API server")
+        service, redfish_port = None, None
+        if redfish is not None:
+            service = RedfishService(cluster, redfish)
+            tls = (
+                {"ssl_certfile": str(redfish.certfile), "ssl_keyfile": str(redfish.keyfile)}
+                if redfish.certfile
+                else {}
+            )
+            bmcs = _Serving(_uvicorn(service.app, **tls), "sim-redfish")
+            servers.append(bmcs)
+            bmcs.start("Redfish service")
+            redfish_port = bmcs.port
+        kubelet.start()
+        started = True
+        handle = SimHandle(
+            f"http://127.0.0.1:{kube.port}",
+            cluster,
+            redfish=service,
+            redfish_port=redfish_port,
+        )
+        try:
+            yield handle
+        finally:
+            handle.close_clients()
     finally:
-        handle.close_clients()
         cluster.stopping.set()
-        kubelet.stop()
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+        if started:
+            kubelet.stop()
+        for serving in servers:  # all at once: each takes a tick of uvicorn's loop to notice
+            serving.server.should_exit = True
+        for serving in reversed(servers):
+            serving.stop()
 
 
 def run(

@@ -3,16 +3,19 @@
 A Job gets one pod at a time (up to `completions`, retrying failures up to
 `backoffLimit`). A pinned `spec.template.spec.nodeName` is honored even on a cordoned
 or tainted node, as the real API does for pods that skip the scheduler. When such a pod
-(any pod whose restartPolicy is not Always) has run, its output and exit code come from
-the scenario's `commands`; unknown commands exit 127.
+(any pod whose restartPolicy is not Always) has run, its output and exit code come from,
+in order: a scenario `commands` entry matching exactly (the node's, then the default) or
+by first word for that node; what the node's hardware prints (`node_outputs`: nvidia-smi,
+dcgmi, ibstat); a default first-word entry; else exit 127.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from bot.sim import pods
+from bot.sim import node_outputs, pods
 from bot.sim.controllers import owned, spawn
 from bot.sim.kinds import JOB, POD
 from bot.sim.scenario import Command
@@ -27,21 +30,48 @@ def resolve(commands: list[Command], argv: list[str], node: str) -> Command:
     """The table entry for `argv` on `node`: exact before first-word, node before default."""
     if not argv:
         return Command(command=["<image entrypoint>"])
-
-    def first_word(entry: Command) -> bool:
-        return os.path.basename(entry.command[0]) == os.path.basename(argv[0])
-
-    for matches in (lambda e: e.command == argv, first_word):
-        for wanted_node in (node, None):
-            for entry in commands:
-                if entry.node == wanted_node and matches(entry):
-                    return entry
+    found = _ahead_of_hardware(commands, argv, node) or next(
+        (e for e in commands if e.node is None and _first_word(e, argv)), None
+    )
+    if found is not None:
+        return found
     return Command(
         command=argv,
         exit_code=127,
         output=f"/bin/sh: 1: {argv[0]}: command not found\n",
         seconds=0.1,
     )
+
+
+def _first_word(entry: Command, argv: list[str]) -> bool:
+    return os.path.basename(entry.command[0]) == os.path.basename(argv[0])
+
+
+def _ahead_of_hardware(commands: list[Command], argv: list[str], node: str) -> Command | None:
+    """Entries that win over the node's hardware: exact ones, and this node's own."""
+    for wanted_node in (node, None):
+        for entry in commands:
+            if entry.node == wanted_node and entry.command == argv:
+                return entry
+    return next((e for e in commands if e.node == node and _first_word(e, argv)), None)
+
+
+def run_of(cluster: Cluster, pod: Obj) -> tuple[Command, Callable[[], None] | None]:
+    """What the pod's command prints and exits with, and the change it makes to the
+    machine when it ends (a GPU reset), if any."""
+    argv, node = pods.command_line(pod), pod["spec"].get("nodeName", "")
+    entry = _ahead_of_hardware(cluster.commands, argv, node) if argv else None
+    if entry is None and argv:
+        rendered = node_outputs.answer(cluster, node, argv)
+        if rendered is not None:
+            entry = Command(
+                command=argv,
+                exit_code=rendered.exit_code,
+                output=rendered.output,
+                seconds=rendered.seconds,
+            )
+            return entry, rendered.effect
+    return entry or resolve(cluster.commands, argv, node), None
 
 
 def _condition(kind: str, reason: str, message: str, now: str) -> Obj:
@@ -132,12 +162,14 @@ def finish_runs(cluster: Cluster, mono: float) -> None:
         pod = next((p for p in cluster.store.items(POD) if p["metadata"]["uid"] == uid), None)
         if pod is None or pods.is_terminal(pod):
             continue
-        entry = resolve(cluster.commands, pods.command_line(pod), pod["spec"].get("nodeName", ""))
+        entry, effect = run_of(cluster, pod)
+        if effect is not None:
+            effect()
         cluster.books.logs[uid] = entry.output
         pods.mark_finished(pod, entry.exit_code, cluster.now())
         cluster.store.write(POD, pod)
 
 
 def run_seconds(cluster: Cluster, pod: Obj) -> float:
-    entry = resolve(cluster.commands, pods.command_line(pod), pod["spec"].get("nodeName", ""))
+    entry, _ = run_of(cluster, pod)
     return cluster.scaled(entry.seconds)

@@ -160,10 +160,10 @@ def test_dry_run_creates_nothing_and_does_not_wait(
 def test_an_unknown_command_reports_the_shells_exit_code_127(
     run_action: RunAction, sim_with_namespace: SimHandle
 ) -> None:
-    result: Any = run_action("k8s.node_job", node="gpu-node-01", command=["ibstat"]).result
+    result: Any = run_action("k8s.node_job", node="gpu-node-01", command=["ibdiagnet"]).result
 
     assert (result.ok, result.exit_code) == (True, 127)
-    assert result.summary.endswith(": /bin/sh: 1: ibstat: command not found")
+    assert result.summary.endswith(": /bin/sh: 1: ibdiagnet: command not found")
 
 
 def test_a_missing_namespace_or_node_is_named_and_nothing_is_created(

@@ -29,7 +29,7 @@ from bot.actions.kubernetes import api, marks, nodes
 from bot.actions.registry import Risk, action
 from bot.actions.types import LABEL_VALUE, Argv, ImageRef, JobTimeout, LogBytes, Result
 from bot.durations import format_duration
-from bot.errors import ActionError, PermanentActionError
+from bot.errors import ActionError, PermanentActionError, TemporaryActionError
 
 JOB_LABEL = marks.PREFIX + "job"
 INCIDENT_LABEL = marks.PREFIX + "incident"
@@ -134,6 +134,33 @@ def node_job(ctx: ActionContext, params: NodeJobParams) -> NodeJobResult:
         log_truncated=run.truncated,
         duration_seconds=duration,
     )
+
+
+def run_checked(
+    ctx: ActionContext,
+    node: str,
+    argv: list[str],
+    *,
+    retry_delay: float,
+    failed: str | None = None,
+    missing: str | None = None,
+    **options: Any,
+) -> NodeJobResult:
+    """Run `argv` on `node` through `node_job` (`options`: the other NodeJobParams) for an
+    action that needs its output, and raise when there is none to read.
+
+    A Job that did not run the command (no pod, a timeout) is TemporaryActionError:
+    "`failed`: <the Job's summary>", `failed` by default "could not run <program> on
+    <node>". With `missing` (what to do about it), exit 127, the program not being in the
+    image, is PermanentActionError. Any other exit code is the caller's to judge.
+    """
+    run = node_job(ctx, NodeJobParams(node=node, command=argv, **options))
+    if not run.ok:
+        said = failed or f"could not run {argv[0]} on {node}"
+        raise TemporaryActionError(f"{said}: {run.summary}", delay=retry_delay)
+    if missing is not None and run.exit_code == 127:
+        raise PermanentActionError(f"{argv[0]} is not in the node Job's image on {node}; {missing}")
+    return run
 
 
 def manifest(ctx: ActionContext, params: NodeJobParams) -> dict[str, Any]:

@@ -99,7 +99,7 @@ def change_power(ctx: ActionContext, params: PowerParams, op: PowerOp) -> PowerR
     with calls.session(ctx, params.node) as bmc:
         before = calls.retried(ctx, bmc.power_state)
         notes: list[str] = []
-        sel_before = _sel_tail(ctx, bmc, notes)
+        sel_before = _sel_tail(ctx, bmc, notes)  # copied into the result below
         result = PowerResult(
             ok=False,
             summary="",
@@ -146,7 +146,7 @@ def change_power(ctx: ActionContext, params: PowerParams, op: PowerOp) -> PowerR
         after, saw_off = _await(ctx, bmc, op)
         result.waited_seconds = round(time.monotonic() - started, 2)
         result.after = after.value
-        result.sel_after = _sel_tail(ctx, bmc, notes)
+        result.sel_after = _sel_tail(ctx, bmc, result.notes)
     wanted = WANTED[op]
     waited = format_duration(ctx.settings.bmc.power_timeout)
     if after == wanted:
@@ -156,7 +156,9 @@ def change_power(ctx: ActionContext, params: PowerParams, op: PowerOp) -> PowerR
             f"{result.waited_seconds:.1f}s)"
         )
         if op == "cycle" and not saw_off:
-            notes.append("the BMC never reported the node off: the cycle was shorter than a poll")
+            result.notes.append(
+                "the BMC never reported the node off: the cycle was shorter than a poll"
+            )
     elif op == "soft_off":
         result.summary = (
             f"{params.node} still reports {after.value} {waited} after the soft power off: the "
@@ -206,7 +208,8 @@ def _request(ctx: ActionContext, bmc: Bmc, op: PowerOp) -> None:
 
 def _await(ctx: ActionContext, bmc: Bmc, op: PowerOp) -> tuple[PowerState, bool]:
     """Poll the power state until the BMC reports what `op` asked for or time runs out.
-    A cycle is done when the node is on again after having been seen off, or when it has
+    A cycle is done when the node is on again after having been seen off (or switching), or
+    when it has
     stayed on for CYCLE_SETTLE seconds (some BMCs cycle faster than we poll)."""
     deadline = time.monotonic() + ctx.settings.bmc.power_timeout.total_seconds()
     wanted = WANTED[op]
@@ -217,7 +220,12 @@ def _await(ctx: ActionContext, bmc: Bmc, op: PowerOp) -> tuple[PowerState, bool]
             state = bmc.power_state()
         except TemporaryActionError:
             state = PowerState.UNKNOWN  # busy BMCs stop answering while they switch
-        saw_off = saw_off or state == PowerState.OFF
+        # Off, or on its way off or back on: the BMC shows the cycle under way.
+        saw_off = saw_off or state in (
+            PowerState.OFF,
+            PowerState.POWERING_OFF,
+            PowerState.POWERING_ON,
+        )
         if state == wanted:
             on_since = time.monotonic() if on_since is None else on_since
             if op != "cycle" or saw_off or time.monotonic() - on_since >= CYCLE_SETTLE:

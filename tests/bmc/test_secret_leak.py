@@ -1,0 +1,177 @@
+"""No BMC password ever leaves its Secret: every BMC action is run, as an operator would
+from the CLI into an incident's log, against real BMC software with a recognisable
+password (and once with a wrong one), and the output, the bot's logs at DEBUG, the
+incident log in the database and the results are searched for it."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from sqlalchemy import select
+
+from bot.actions import registry
+from bot.cli import main
+from bot.db import Database
+from bot.incidents.models import LogEntry
+from bot.sim import SimHandle
+from tests.bmc.conftest import CANARY, Tls
+from tests.support import ipmi_sim
+from tests.support.payloads import fixture
+
+NODE = "gpu-node-02"
+WRONG = "Wrong-Pw-9a8b7c6d"
+BMC_ACTIONS = [a.name for a in registry.all_actions() if a.name.startswith("bmc.")]
+
+
+def _params(name: str) -> list[str]:
+    extra = {"bmc.sel_list": ["limit=3"], "bmc.sensors": ["kind=temperature"]}
+    return [f"node={NODE}", *extra.get(name, [])]
+
+
+@pytest.fixture
+def incident(client: httpx.Client) -> str:
+    response = client.post("/webhooks/alertmanager", json=fixture("xid79-firing.json"))
+    assert response.status_code == 200, response.text
+    return str(response.json()["incident"])
+
+
+@pytest.fixture
+def configure(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redfish_sim: SimHandle
+) -> Any:
+    """Write a settings file for the CLI with this `bmc` section; return nothing."""
+    kubeconfig = redfish_sim.write_kubeconfig(tmp_path / "kubeconfig")
+
+    def write(bmc: dict[str, Any]) -> None:
+        path = tmp_path / "settings.yaml"
+        settings = {"database_url": db_url, "kubeconfig": str(kubeconfig), "bmc": bmc}
+        path.write_text(yaml.safe_dump(settings))
+        monkeypatch.setenv("RUNBOOK_BOT_CONFIG", str(path))
+
+    return write
+
+
+@pytest.fixture
+def ipmi_bmc(tmp_path: Path) -> Iterator[ipmi_sim.SimBmc]:
+    with ipmi_sim.running(tmp_path / "ipmi", password=CANARY) as bmc:
+        yield bmc
+
+
+def _run_all(incident: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """Every BMC action from the CLI into the incident's log; all they printed."""
+    printed = []
+    for name in BMC_ACTIONS:
+        main(["action", name, *_params(name), "--incident", incident, "--as", "alice", "--json"])
+        out, err = capsys.readouterr()
+        printed.append(out + err)
+    return "\n".join(printed)
+
+
+def _incident_log(db: Database) -> str:
+    with db.session() as session:
+        rows = session.scalars(select(LogEntry)).all()
+        return "\n".join(f"{r.type} {r.summary} {json.dumps(r.data)}" for r in rows)
+
+
+def _assert_nowhere(secret: str, *places: tuple[str, str]) -> None:
+    for where, text in places:
+        assert secret not in text, f"the BMC password leaked into {where}"
+
+
+def test_redfish_actions_never_reveal_the_password(
+    redfish_sim: SimHandle,
+    redfish_tls: Tls,
+    configure: Any,
+    incident: str,
+    db: Database,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    bmc = redfish_sim.bmc_settings(tmp_path / "password", ca_file=redfish_tls.ca_file)
+    configure({**bmc, "timeout": "2s", "power_timeout": "10s"})
+
+    printed = _run_all(incident, capsys)
+    # And a wrong password: the refusal must not quote what was tried.
+    (tmp_path / "wrong").write_text(WRONG)
+    bmc["credentials"]["default"]["password_file"] = str(tmp_path / "wrong")
+    configure(bmc)
+    assert (
+        main(
+            ["action", "bmc.power_status", f"node={NODE}", "--incident", incident, "--as", "alice"]
+        )
+        == 1
+    )
+    out, err = capsys.readouterr()
+
+    log = _incident_log(db)
+    assert "bmc.before" in log and "bmc.power_cycle" in log, printed  # they ran and logged
+    assert "401" in out + err or "refused" in (out + err).lower()
+    for secret in (CANARY, WRONG):
+        _assert_nowhere(
+            secret,
+            ("the CLI's output", printed + out + err),
+            ("the bot's logs", caplog.text),
+            ("the incident log", log),
+        )
+
+
+def test_ipmi_actions_never_reveal_the_password(
+    ipmi_bmc: ipmi_sim.SimBmc,
+    configure: Any,
+    incident: str,
+    db: Database,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    (tmp_path / "password").write_text(CANARY + "\n")
+    configure(
+        {
+            "credentials": {
+                "default": {
+                    "username": ipmi_bmc.username,
+                    "password_file": str(tmp_path / "password"),
+                }
+            },
+            "nodes": {
+                NODE: {
+                    "protocol": "ipmi",
+                    "address": ipmi_bmc.address,
+                    "port": ipmi_bmc.port,
+                    "cipher_suite": 3,  # ipmi_sim never answers the negotiation
+                }
+            },
+            "timeout": "5s",
+            "power_timeout": "20s",
+        }
+    )
+
+    printed = _run_all(incident, capsys)
+    (tmp_path / "password").write_text(WRONG)
+    assert (
+        main(
+            ["action", "bmc.power_status", f"node={NODE}", "--incident", incident, "--as", "alice"]
+        )
+        == 1
+    )
+    out, err = capsys.readouterr()
+
+    log = _incident_log(db)
+    assert "bmc.before" in log and "bmc.power_cycle" in log
+    for secret in (CANARY, WRONG):
+        _assert_nowhere(
+            secret,
+            ("the CLI's output", printed + out + err),
+            ("the bot's logs", caplog.text),
+            ("the incident log", log),
+        )

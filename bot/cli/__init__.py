@@ -35,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
         logging.getLogger("alembic").setLevel(logging.WARNING)
+        if settings.log_level != "debug":
+            # httpx logs every request at INFO; the BMC backends log what matters themselves.
+            logging.getLogger("httpx").setLevel(logging.WARNING)
         code: int = args.handler(args, settings)
         return code
     except ConfigInvalid as exc:
@@ -193,7 +196,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run the simulated GPU cluster (a Kubernetes API on loopback)",
         description="Serve a simulated Kubernetes API seeded from a scenario: GPU nodes, "
         "training jobs under PodDisruptionBudgets, DaemonSets, a static and a bare pod. "
-        "kubectl and the bot's actions work against it. Writes a kubeconfig for it.",
+        "kubectl and the bot's actions work against it. Each node's BMC answers Redfish on "
+        "a second port. Writes a kubeconfig, and a settings file for `runbook-bot --config`.",
     )
     sim.add_argument(
         "--scenario",
@@ -206,6 +210,18 @@ def _parser() -> argparse.ArgumentParser:
         default="runbook-bot-sim.kubeconfig",
         metavar="PATH",
         help="where to write the kubeconfig (default ./runbook-bot-sim.kubeconfig)",
+    )
+    sim.add_argument(
+        "--bmc-port",
+        type=int,
+        default=6624,
+        help="port of the simulated Redfish BMCs on 127.0.0.1 (default 6624)",
+    )
+    sim.add_argument("--no-bmcs", action="store_true", help="serve no BMCs")
+    sim.add_argument(
+        "--settings",
+        metavar="PATH",
+        help="where to write the settings file (default: next to the kubeconfig, *.settings.yaml)",
     )
     sim.add_argument(
         "--time-scale",

@@ -55,5 +55,12 @@ def sim(args: argparse.Namespace, _: Settings) -> int:
     from bot import sim
 
     scenario = args.scenario or Path(sim.__file__).parent / "scenarios" / "gpu-cluster.yaml"
-    sim.run(scenario, port=args.port, kubeconfig_path=args.kubeconfig, time_scale=args.time_scale)
+    sim.run(
+        scenario,
+        port=args.port,
+        kubeconfig_path=args.kubeconfig,
+        time_scale=args.time_scale,
+        bmc_port=None if args.no_bmcs else args.bmc_port,
+        settings_path=args.settings,
+    )
     return 0

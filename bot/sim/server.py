@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import secrets
 import socket
 import threading
 import time
@@ -181,9 +182,11 @@ def _uvicorn(app: Any, **options: Any) -> uvicorn.Server:
 class _Serving:
     """A uvicorn server on its own loopback socket, in a daemon thread."""
 
-    def __init__(self, server: uvicorn.Server, name: str) -> None:
+    def __init__(
+        self, server: uvicorn.Server, name: str, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.server = server
-        self.sock = _bind("127.0.0.1", 0)
+        self.sock = _bind(host, port)
         self.port: int = self.sock.getsockname()[1]
         self.thread = threading.Thread(
             target=server.run, kwargs={"sockets": [self.sock]}, name=name, daemon=True
@@ -267,23 +270,55 @@ def run(
     port: int = 6443,
     kubeconfig_path: str | Path,
     time_scale: float = 1.0,
+    bmc_port: int | None = 6624,
+    settings_path: str | Path | None = None,
 ) -> None:
-    """Serve a scenario until interrupted (Ctrl-C), announcing how to reach it."""
+    """Serve a scenario until interrupted (Ctrl-C), announcing how to reach it.
+
+    With `bmc_port`, the machines' BMCs answer Redfish there (plain HTTP on loopback, a
+    password made for this run), and `settings_path` gets a settings file pointing the bot
+    at the cluster and its BMCs, for `runbook-bot --config`.
+    """
     cluster = Cluster(scenarios.load(scenario_path), time_scale=time_scale)
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    handle = SimHandle(f"http://{shown}:{bound}", cluster)
-    path = handle.write_kubeconfig(kubeconfig_path)
-    summary = cluster.snapshot()
-    print(
-        f"runbook-bot sim: scenario {cluster.scenario.name!r} with {len(cluster.objects(NODE))} "
-        f"nodes and {len(cluster.objects(POD))} pods at {handle.url}\n"
-        f"kubeconfig: {path}\n"
-        f"try: kubectl --kubeconfig {path} get nodes\n"
-        f"(resourceVersion {summary.resource_version}; Ctrl-C stops)",
-        flush=True,
+    bmcs: _Serving | None = None
+    service: RedfishService | None = None
+    if bmc_port is not None:
+        service = RedfishService(cluster, RedfishOptions("admin", secrets.token_urlsafe(12)))
+        bmcs = _Serving(_uvicorn(service.app), "sim-redfish", host, bmc_port)
+    handle = SimHandle(
+        f"http://{shown}:{bound}",
+        cluster,
+        redfish=service,
+        redfish_port=bmcs.port if bmcs else None,
     )
+    path = handle.write_kubeconfig(kubeconfig_path)
+    lines = [
+        f"runbook-bot sim: scenario {cluster.scenario.name!r} with {len(cluster.objects(NODE))} "
+        f"nodes and {len(cluster.objects(POD))} pods at {handle.url}",
+        f"kubeconfig: {path}",
+        f"try: kubectl --kubeconfig {path} get nodes",
+    ]
+    if bmcs is not None:
+        bmcs.start("Redfish service")
+        config = Path(settings_path or Path(path).with_suffix(".settings.yaml"))
+        bmc = handle.bmc_settings(config.with_suffix(".bmc-password"))
+        partial = config.with_name(config.name + ".partial")  # readers never see half
+        partial.write_text(
+            yaml.safe_dump({"kubeconfig": str(path), "bmc": bmc}, sort_keys=False),
+            encoding="utf-8",
+        )
+        os.replace(partial, config)
+        lines += [
+            f"BMCs (Redfish): {handle.redfish_url}/redfish/v1",
+            f"settings: {config}",
+            f"try: runbook-bot --config {config} action bmc.power_status node="
+            f"{sorted(cluster.machines)[0]}",
+        ]
+    lines.append(f"(resourceVersion {cluster.snapshot().resource_version}; Ctrl-C stops)")
+    print("\n".join(lines), flush=True)
     kubelet = Kubelet(cluster)
     kubelet.start()
     try:
@@ -293,4 +328,6 @@ def run(
     finally:
         cluster.stopping.set()
         kubelet.stop()
+        if bmcs is not None:
+            bmcs.stop()
         sock.close()

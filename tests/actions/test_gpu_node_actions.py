@@ -477,3 +477,18 @@ def test_an_image_without_ibstat_is_named(
     assert result.summary.startswith(
         "ibstat is not in the node Job's image on gpu-node-03; pass image="
     )
+
+
+def test_diag_runs_on_the_nodes_network_to_reach_its_dcgm_host_engine(
+    run_action: RunAction, sim_with_namespace: SimHandle
+) -> None:
+    sim = sim_with_namespace
+    sim.cluster.fail_requests(JOBS, 403, times=3, method="DELETE")  # keep the Job to look
+
+    result: Any = run_action("gpu.diag", node="gpu-node-01", level=1).result
+
+    assert result.ok and result.passed
+    (job,) = sim.cluster.objects("Job", "runbook-bot")
+    spec = job["spec"]["template"]["spec"]
+    assert spec["hostNetwork"] is True
+    assert spec["containers"][0]["command"] == ["dcgmi", "diag", "-r", "1", "-j"]

@@ -12,6 +12,8 @@ import httpx
 import pytest
 import yaml
 
+from bot.actions import ActionContext, execute, registry
+from bot.config import load_settings
 from bot.sim import SimHandle, run
 from bot.sim.presets import SEED
 
@@ -37,7 +39,8 @@ def test_run_serves_until_interrupted_and_announces_the_kubeconfig(tmp_path: Pat
     kubeconfig = tmp_path / "kubeconfig"
     script = (
         "from bot.sim import run; "
-        f"run({str(SEED)!r}, port=0, kubeconfig_path={str(kubeconfig)!r}, time_scale=0.05)"
+        f"run({str(SEED)!r}, port=0, kubeconfig_path={str(kubeconfig)!r}, time_scale=0.05, "
+        "bmc_port=0)"
     )
     process = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -66,3 +69,47 @@ def test_run_serves_until_interrupted_and_announces_the_kubeconfig(tmp_path: Pat
     assert f"kubeconfig: {kubeconfig}" in out
     assert f"kubectl --kubeconfig {kubeconfig} get nodes" in out
     assert "http://127.0.0.1:" in out
+    # The BMCs were served, and the settings file written for them is a valid one.
+    settings_file = tmp_path / "kubeconfig.settings.yaml"
+    assert f"settings: {settings_file}" in out
+    assert f"runbook-bot --config {settings_file} action bmc.power_status" in out
+    settings = load_settings(settings_file)
+    assert settings.kubeconfig == kubeconfig
+    entry = settings.bmc.nodes["gpu-node-01"]
+    assert (entry.protocol, entry.scheme, entry.system) == ("redfish", "http", "gpu-node-01")
+    password = Path(str(settings.bmc.credentials["default"].password_file))
+    assert password.stat().st_mode & 0o077 == 0  # readable by its owner only
+    assert password.read_text().strip() not in out  # the password is never printed
+
+
+def test_the_bmcs_of_run_answer_the_bot(tmp_path: Path) -> None:
+    """`runbook-bot sim`'s settings file drives a real BMC action against its Redfish."""
+    kubeconfig = tmp_path / "kubeconfig"
+    script = (
+        "from bot.sim import run; "
+        f"run({str(SEED)!r}, port=0, kubeconfig_path={str(kubeconfig)!r}, time_scale=0.05, "
+        "bmc_port=0)"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    settings_file = tmp_path / "kubeconfig.settings.yaml"
+    try:
+        deadline = time.monotonic() + 20
+        outcome = None
+        while outcome is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            if not settings_file.exists():
+                continue
+            settings = load_settings(settings_file)
+            ctx = ActionContext(actor="alice", settings=settings)
+            outcome = execute(registry.get("bmc.power_status"), {"node": "gpu-node-03"}, ctx)
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=5)
+
+    assert outcome is not None and outcome.result.ok, outcome
+    assert outcome.result.summary == "gpu-node-03 is powered on"

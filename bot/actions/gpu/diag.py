@@ -81,6 +81,9 @@ def diag(ctx: ActionContext, params: DiagParams) -> GpuDiag:
         failed=f"dcgmi diag -r {level} did not complete on {node}",
         missing=f"pass image= a DCGM image (e.g. {DCGM_IMAGE})",
         image=params.image or DCGM_IMAGE,
+        # dcgmi talks to DCGM's host engine at localhost:5555: on the node's network that
+        # is the GPU operator's nvidia-dcgm, the engine that owns the GPUs.
+        host_network=True,
         timeout=TIMEOUTS[level],
         log_bytes=LOG_BYTES,
     )

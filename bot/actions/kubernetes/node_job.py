@@ -45,6 +45,9 @@ class NodeJobParams(nodes.NodeParams):
     timeout: JobTimeout = Field(timedelta(minutes=2), description="how long to wait, 5s..30m")
     privileged: bool = Field(False, description="run the container privileged")
     host_pid: bool = Field(False, description="share the node's process namespace")
+    host_network: bool = Field(
+        False, description="use the node's network (reach daemons on the node's localhost)"
+    )
     log_bytes: LogBytes = Field(16384, description="keep this many bytes of the log's end")
 
 
@@ -200,6 +203,7 @@ def manifest(ctx: ActionContext, params: NodeJobParams) -> dict[str, Any]:
                     "nodeName": params.node,
                     "restartPolicy": "Never",
                     "hostPID": params.host_pid,
+                    "hostNetwork": params.host_network,
                     "tolerations": [{"operator": "Exists"}],
                     "automountServiceAccountToken": False,
                     "enableServiceLinks": False,

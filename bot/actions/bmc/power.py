@@ -25,7 +25,8 @@ from bot.durations import format_duration
 from bot.errors import ActionError, PermanentActionError, TemporaryActionError
 
 SEL_TAIL = 5
-POLL_FIRST, POLL_MAX = 0.2, 2.0
+POLL_FIRST, POLL_MAX = 0.2, 1.0
+"""Seconds between power-state polls: at most one request a second, which BMCs bear."""
 CYCLE_SETTLE = 10.0
 """A cycle never seen off counts as done once the node has stayed on this many seconds."""
 WANTED = {

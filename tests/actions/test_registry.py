@@ -237,3 +237,14 @@ def test_action_with_an_incident_records_started_and_finished_in_its_log(
         "alice",
         "XID 79",
     )
+
+
+def test_the_risk_table_in_docs_lists_every_action_at_its_risk() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "actions.md").read_text(encoding="utf-8")
+    documented: dict[str, str] = {}
+    for risk in ("read", "change", "disruptive"):
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{risk}` |"))
+        cells = row.split("|")[3]
+        documented.update(dict.fromkeys(re.findall(r"`([a-z0-9]+\.[a-z_]+)`", cells), risk))
+    actual = {a.name: a.risk.value for a in registry.all_actions()}
+    assert documented == actual

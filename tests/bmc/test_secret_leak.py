@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +80,32 @@ def _incident_log(db: Database) -> str:
         return "\n".join(f"{r.type} {r.summary} {json.dumps(r.data)}" for r in rows)
 
 
-def _assert_nowhere(secret: str, *places: tuple[str, str]) -> None:
-    for where, text in places:
-        assert secret not in text, f"the BMC password leaked into {where}"
+def _run_and_search(
+    incident: str,
+    db: Database,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    use_wrong_password: Callable[[], None],
+) -> None:
+    """Run every BMC action, then one with the wrong password (a refusal must not quote
+    what was tried), and search everything they left for both passwords."""
+    printed = _run_all(incident, capsys)
+    use_wrong_password()
+    refused = main(
+        ["action", "bmc.power_status", f"node={NODE}", "--incident", incident, "--as", "alice"]
+    )
+    out, err = capsys.readouterr()
+
+    log = _incident_log(db)
+    assert "bmc.before" in log and "bmc.power_cycle" in log, printed  # they ran and logged
+    assert refused == 1 and "credentials profile 'default'" in out + err, out + err
+    for secret in (CANARY, WRONG):
+        for where, text in (
+            ("the CLI's output", printed + out + err),
+            ("the bot's logs", caplog.text),
+            ("the incident log", log),
+        ):
+            assert secret not in text, f"the BMC password leaked into {where}"
 
 
 def test_redfish_actions_never_reveal_the_password(
@@ -99,29 +122,12 @@ def test_redfish_actions_never_reveal_the_password(
     bmc = redfish_sim.bmc_settings(tmp_path / "password", ca_file=redfish_tls.ca_file)
     configure({**bmc, "timeout": "2s", "power_timeout": "10s"})
 
-    printed = _run_all(incident, capsys)
-    # And a wrong password: the refusal must not quote what was tried.
-    (tmp_path / "wrong").write_text(WRONG)
-    bmc["credentials"]["default"]["password_file"] = str(tmp_path / "wrong")
-    configure(bmc)
-    assert (
-        main(
-            ["action", "bmc.power_status", f"node={NODE}", "--incident", incident, "--as", "alice"]
-        )
-        == 1
-    )
-    out, err = capsys.readouterr()
+    def wrong() -> None:
+        (tmp_path / "wrong").write_text(WRONG)
+        bmc["credentials"]["default"]["password_file"] = str(tmp_path / "wrong")
+        configure(bmc)
 
-    log = _incident_log(db)
-    assert "bmc.before" in log and "bmc.power_cycle" in log, printed  # they ran and logged
-    assert "401" in out + err or "refused" in (out + err).lower()
-    for secret in (CANARY, WRONG):
-        _assert_nowhere(
-            secret,
-            ("the CLI's output", printed + out + err),
-            ("the bot's logs", caplog.text),
-            ("the incident log", log),
-        )
+    _run_and_search(incident, db, capsys, caplog, wrong)
 
 
 def test_ipmi_actions_never_reveal_the_password(
@@ -156,22 +162,7 @@ def test_ipmi_actions_never_reveal_the_password(
         }
     )
 
-    printed = _run_all(incident, capsys)
-    (tmp_path / "password").write_text(WRONG)
-    assert (
-        main(
-            ["action", "bmc.power_status", f"node={NODE}", "--incident", incident, "--as", "alice"]
-        )
-        == 1
-    )
-    out, err = capsys.readouterr()
+    def wrong() -> None:
+        (tmp_path / "password").write_text(WRONG)
 
-    log = _incident_log(db)
-    assert "bmc.before" in log and "bmc.power_cycle" in log
-    for secret in (CANARY, WRONG):
-        _assert_nowhere(
-            secret,
-            ("the CLI's output", printed + out + err),
-            ("the bot's logs", caplog.text),
-            ("the incident log", log),
-        )
+    _run_and_search(incident, db, capsys, caplog, wrong)

@@ -6,7 +6,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -35,7 +38,19 @@ def test_run_refuses_to_serve_beyond_loopback(tmp_path: Path) -> None:
         run(SEED, host="0.0.0.0", port=0, kubeconfig_path=tmp_path / "kubeconfig")
 
 
-def test_run_serves_until_interrupted_and_announces_the_kubeconfig(tmp_path: Path) -> None:
+@dataclass
+class Stopped:
+    """What a standalone `run` printed and returned once interrupted, and what `until` saw."""
+
+    seen: Any
+    out: str
+    err: str
+    returncode: int
+
+
+def _run_standalone(tmp_path: Path, until: Callable[[], Any]) -> Stopped:
+    """Start `run` in a subprocess (kernel-chosen ports, BMCs served), poll `until()` for
+    up to 20 s while it serves, then interrupt it with Ctrl-C (SIGINT)."""
     kubeconfig = tmp_path / "kubeconfig"
     script = (
         "from bot.sim import run; "
@@ -47,25 +62,36 @@ def test_run_serves_until_interrupted_and_announces_the_kubeconfig(tmp_path: Pat
     )
     try:
         deadline = time.monotonic() + 20
-        version = None
-        while version is None and time.monotonic() < deadline:
+        seen = None
+        while seen is None and time.monotonic() < deadline:
             time.sleep(0.05)
-            if not kubeconfig.exists():
-                continue
-            url = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))["clusters"][0]
-            try:
-                version = httpx.get(f"{url['cluster']['server']}/version", timeout=2).json()
-            except httpx.TransportError:
-                continue
+            seen = until()
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=15)
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate(timeout=5)
+    return Stopped(seen, out, err, process.returncode)
 
-    assert version is not None and version["minor"] == "32"
-    assert process.returncode == 0, err
+
+def test_run_serves_until_interrupted_and_announces_the_kubeconfig(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+
+    def version() -> Any:
+        if not kubeconfig.exists():
+            return None
+        url = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))["clusters"][0]
+        try:
+            return httpx.get(f"{url['cluster']['server']}/version", timeout=2).json()
+        except httpx.TransportError:
+            return None
+
+    stopped = _run_standalone(tmp_path, version)
+    out = stopped.out
+
+    assert stopped.seen is not None and stopped.seen["minor"] == "32"
+    assert stopped.returncode == 0, stopped.err
     assert f"kubeconfig: {kubeconfig}" in out
     assert f"kubectl --kubeconfig {kubeconfig} get nodes" in out
     assert "http://127.0.0.1:" in out
@@ -84,32 +110,15 @@ def test_run_serves_until_interrupted_and_announces_the_kubeconfig(tmp_path: Pat
 
 def test_the_bmcs_of_run_answer_the_bot(tmp_path: Path) -> None:
     """`runbook-bot sim`'s settings file drives a real BMC action against its Redfish."""
-    kubeconfig = tmp_path / "kubeconfig"
-    script = (
-        "from bot.sim import run; "
-        f"run({str(SEED)!r}, port=0, kubeconfig_path={str(kubeconfig)!r}, time_scale=0.05, "
-        "bmc_port=0)"
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
     settings_file = tmp_path / "kubeconfig.settings.yaml"
-    try:
-        deadline = time.monotonic() + 20
-        outcome = None
-        while outcome is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-            if not settings_file.exists():
-                continue
-            settings = load_settings(settings_file)
-            ctx = ActionContext(actor="alice", settings=settings)
-            outcome = execute(registry.get("bmc.power_status"), {"node": "gpu-node-03"}, ctx)
-        process.send_signal(signal.SIGINT)
-        process.communicate(timeout=15)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate(timeout=5)
+
+    def power_status() -> Any:
+        if not settings_file.exists():
+            return None
+        ctx = ActionContext(actor="alice", settings=load_settings(settings_file))
+        return execute(registry.get("bmc.power_status"), {"node": "gpu-node-03"}, ctx)
+
+    outcome = _run_standalone(tmp_path, power_status).seen
 
     assert outcome is not None and outcome.result.ok, outcome
     assert outcome.result.summary == "gpu-node-03 is powered on"

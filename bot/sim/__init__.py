@@ -9,19 +9,23 @@ the store's change history), to the official Python client and to real kubectl. 
 controllers recreate pods elsewhere, Job pods run the scenario's command table. Tests
 arrange trouble and read the outcome through `Cluster` hooks (stuck pods, injected
 failures, `snapshot()`, the request log), never over HTTP. `server.running()` serves it
-on 127.0.0.1 in a thread; `server.run()` is the `runbook-bot sim` command.
+on 127.0.0.1 in a thread; `server.run()` is the `runbook-bot sim` command. Given
+`RedfishOptions`, it also serves the machines' BMCs over Redfish (`redfish`) on a port of
+their own.
 
 Only `bot.cli` imports this package; it imports nothing above `bot.clock`/`bot.errors`.
 """
 
 from bot.sim.cluster import Cluster, RecordedRequest, Snapshot
 from bot.sim.presets import crowded_node, seed
+from bot.sim.redfish import RedfishOptions
 from bot.sim.scenario import Scenario, ScenarioInvalid, load
 from bot.sim.server import SimHandle, run, running
 
 __all__ = [
     "Cluster",
     "RecordedRequest",
+    "RedfishOptions",
     "Scenario",
     "ScenarioInvalid",
     "SimHandle",

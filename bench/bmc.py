@@ -27,6 +27,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kubernetes import client
 from pydantic import SecretStr
 
 from bot.actions import ActionContext, execute, registry
@@ -87,6 +88,10 @@ def confirmation_lags(workdir: Path) -> dict[str, float]:
     lags: dict[str, float] = {}
     with running(seed(), time_scale=1.0, redfish=options) as sim:
         settings = load_settings(bmc=sim.bmc_settings(workdir / "password"))
+        cordon = {"spec": {"unschedulable": True}}  # runbooks cordon before powering off
+        client.CoreV1Api(sim.api_client()).patch_node(
+            NODE, cordon, _content_type="application/merge-patch+json"
+        )
         for name, event in (
             ("bmc.power_off", "Power off/down"),
             ("bmc.power_on", "Power on"),

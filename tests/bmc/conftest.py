@@ -93,3 +93,12 @@ def run_bmc(redfish_sim: SimHandle, bmc_settings: Settings, seen: Seen) -> RunBm
         return execute(registry.get(name), raw, ctx)
 
     return run
+
+
+def cordon(sim: SimHandle, node: str) -> None:
+    """Cordon `node` as a runbook does before powering it off (k8s.cordon's patch)."""
+    from kubernetes import client
+
+    client.CoreV1Api(sim.api_client()).patch_node(
+        node, {"spec": {"unschedulable": True}}, _content_type="application/merge-patch+json"
+    )

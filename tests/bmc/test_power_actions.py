@@ -6,12 +6,33 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bot.config import Settings, load_settings
 from bot.sim import SimHandle
-from tests.bmc.conftest import RunBmcAction, Seen
+from tests.bmc.conftest import RunBmcAction, Seen, cordon
 from tests.sim.waiting import eventually
 
 NODE = "gpu-node-02"
+
+
+@pytest.fixture(autouse=True)
+def cordoned(redfish_sim: SimHandle) -> None:
+    """NODE is cordoned, as the runbooks do before any power action."""
+    cordon(redfish_sim, NODE)
+
+
+def test_a_ready_schedulable_node_is_not_powered_off_without_force(
+    run_bmc: RunBmcAction, redfish_sim: SimHandle
+) -> None:
+    for name in ("bmc.power_off", "bmc.power_soft_off", "bmc.power_cycle"):
+        result: Any = run_bmc(name, node="gpu-node-03").result
+        assert result.ok is False
+        assert "Ready and schedulable" in result.summary and "force=true" in result.summary
+    assert _posts(redfish_sim) == []
+
+    forced: Any = run_bmc("bmc.power_off", node="gpu-node-03", force=True).result
+    assert forced.ok and forced.after == "off"
 
 
 def _posts(sim: SimHandle) -> list[str]:

@@ -21,7 +21,7 @@ from bot.cli import main
 from bot.db import Database
 from bot.incidents.models import LogEntry
 from bot.sim import SimHandle
-from tests.bmc.conftest import CANARY, Tls
+from tests.bmc.conftest import CANARY, Tls, cordon
 from tests.support import ipmi_sim
 from tests.support.payloads import fixture
 
@@ -48,6 +48,7 @@ def configure(
 ) -> Any:
     """Write a settings file for the CLI with this `bmc` section; return nothing."""
     kubeconfig = redfish_sim.write_kubeconfig(tmp_path / "kubeconfig")
+    cordon(redfish_sim, NODE)  # as a runbook does before powering it off
 
     def write(bmc: dict[str, Any]) -> None:
         path = tmp_path / "settings.yaml"

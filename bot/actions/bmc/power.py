@@ -1,10 +1,11 @@
 """Power actions through the BMC: on (change); soft off, hard off and cycle (disruptive).
 
-Each one, as an experienced operator would with ipmitool: read the power state and the tail
-of the SEL and write them to the incident log *before* touching anything; ask once (a
-request whose answer was lost is retried only when repeating it is harmless: on and off,
-never cycle); then poll until the BMC itself reports the new state, within
-`bmc.power_timeout`. Some BMCs say "ok" long before the node is off, so the request's
+Power off and cycle refuse a node that is Ready and schedulable (cordon and drain it
+first, or force=true). Then, as an experienced operator would with ipmitool: read the
+power state and the tail of the SEL and write them to the incident log *before* touching
+anything; ask once (a request whose answer was lost is retried only when repeating it is
+harmless: on and off, never cycle); then poll until the BMC itself reports the new
+state, within `bmc.power_timeout`. Some BMCs say "ok" long before the node is off, so the request's
 answer is never taken as success. The state and SEL tail afterwards go in the result.
 """
 
@@ -18,6 +19,7 @@ from pydantic import Field
 from bot.actions.bmc import calls
 from bot.actions.bmc.protocol import Bmc, PowerOp, PowerState, SelEntry
 from bot.actions.context import ActionContext
+from bot.actions.kubernetes import api
 from bot.actions.kubernetes.nodes import NodeParams
 from bot.actions.registry import Risk, action
 from bot.actions.types import Reason, Result
@@ -40,6 +42,9 @@ VERB = {"on": "power on", "off": "power off", "soft_off": "soft power off", "cyc
 
 class PowerParams(NodeParams):
     reason: Reason = Field("", description="why, for the incident log and the SEL reader")
+    force: bool = Field(
+        False, description="power off or cycle a node that is Ready and schedulable"
+    )
 
 
 class PowerResult(Result):
@@ -97,6 +102,8 @@ _register(
 
 
 def change_power(ctx: ActionContext, params: PowerParams, op: PowerOp) -> PowerResult:
+    if op != "on" and not params.force:
+        _refuse_if_in_service(ctx, params.node, op)
     with calls.session(ctx, params.node) as bmc:
         before = calls.retried(ctx, bmc.power_state)
         notes: list[str] = []
@@ -176,6 +183,22 @@ def change_power(ctx: ActionContext, params: PowerParams, op: PowerOp) -> PowerR
         {"node": params.node, "power": after.value, "sel": [asdict(e) for e in result.sel_after]},
     )
     return result
+
+
+def _refuse_if_in_service(ctx: ActionContext, node: str, op: PowerOp) -> None:
+    """A node the scheduler may still use is not powered off: its pods would die with no
+    eviction, new ones would land on it meanwhile. Cordon and drain first (the runbooks
+    do), or say force=true. A node that is NotReady (down, or lost its GPUs' driver) or
+    cordoned may go."""
+    found = api.read_node(ctx, node)
+    conditions = (found.status and found.status.conditions) or []
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
+    if ready and not (found.spec and found.spec.unschedulable):
+        raise PermanentActionError(
+            f"refusing to {VERB[op]} {node}: it is Ready and schedulable, so its pods would "
+            f"be killed without eviction; cordon and drain it first (k8s.drain node={node}), "
+            "or pass force=true"
+        )
 
 
 def _already(op: PowerOp, state: PowerState) -> bool:

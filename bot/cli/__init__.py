@@ -35,9 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
         logging.getLogger("alembic").setLevel(logging.WARNING)
-        if settings.log_level != "debug":
-            # httpx logs every request at INFO; the BMC backends log what matters themselves.
-            logging.getLogger("httpx").setLevel(logging.WARNING)
+        # httpx logs every request at INFO; the BMC backends log what matters themselves.
+        quiet = settings.log_level != "debug"
+        logging.getLogger("httpx").setLevel(logging.WARNING if quiet else logging.NOTSET)
         code: int = args.handler(args, settings)
         return code
     except ConfigInvalid as exc:

@@ -416,6 +416,7 @@ def test_no_log_line_holds_the_password_or_the_authorization_header(
     connect: Connect, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="httpx")  # the CLI quiets it; here we want it
     bmc = connect()
 
     bmc.power_state()

@@ -52,7 +52,12 @@ def configure(
 
     def write(bmc: dict[str, Any]) -> None:
         path = tmp_path / "settings.yaml"
-        settings = {"database_url": db_url, "kubeconfig": str(kubeconfig), "bmc": bmc}
+        settings = {
+            "database_url": db_url,
+            "kubeconfig": str(kubeconfig),
+            "bmc": bmc,
+            "log_level": "debug",  # every logger speaks, httpx's request lines included
+        }
         path.write_text(yaml.safe_dump(settings))
         monkeypatch.setenv("RUNBOOK_BOT_CONFIG", str(path))
 
@@ -129,6 +134,7 @@ def test_redfish_actions_never_reveal_the_password(
         configure(bmc)
 
     _run_and_search(incident, db, capsys, caplog, wrong)
+    assert {"httpx", "bot.actions.bmc.redfish"} <= {r.name for r in caplog.records}
 
 
 def test_ipmi_actions_never_reveal_the_password(

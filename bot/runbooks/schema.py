@@ -1,0 +1,185 @@
+"""The runbook format: strict pydantic models of the YAML a team writes and reviews.
+
+A runbook says which alerts it answers (`match`), how incidents group (`group_by`), which
+facts to pull out of the alert (`facts`: Jinja2 templates over labels and annotations),
+and its `steps`, in order. A step either runs an action (`action` + `with`, parameters
+rendered from facts and earlier results, then validated by the action's own model) or
+asks a person to do something and mark it done (`manual`). `when` decides whether a step
+applies; `approval` may raise the action's default (read=auto, change=one,
+disruptive=two), never lower it.
+
+Example (abridged):
+
+    id: gpu-xid
+    title: {en: Single GPU fault (XID), zh: 单卡故障（XID 掉卡）}
+    version: 1
+    match:
+      alerts: [GPUXIDError]
+      labels: [{label: xid, regex: "[0-9]+"}]
+    group_by: [Hostname]
+    facts:
+      node: "{{ labels.Hostname }}"
+      xid: "{{ labels.xid }}"
+    steps:
+      - id: classify
+        title: Locate the fault class
+        action: gpu.classify_xid
+        with: {codes: ["{{ facts.xid }}"]}
+      - id: cordon
+        title: Cordon the node
+        action: k8s.cordon
+        with: {node: "{{ facts.node }}", reason: "XID {{ facts.xid }}"}
+        when: steps.classify.result.fault_class not in ["application", "informational"]
+
+Templates see: `labels` and `annotations` (the triggering alert's, over the incident's
+common labels), `facts` (rendered, in order: a fact may use earlier ones), `steps` (by
+id: `status`, `ok`, and `result`, the action's result as a dict) and `incident`
+(`number`, `ref` like INC-7, `severity`). They render in Jinja2's immutable sandbox.
+
+Unknown keys are errors everywhere, so a typo (`aproval:`) is caught by `runbook-bot
+validate`, not discovered at 3 a.m.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bot.durations import Duration
+
+ID_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+"""Runbook ids and policy names: like file names, `gpu-xid`."""
+STEP_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
+"""Step ids: `drain_gpu`, so templates can say `steps.drain_gpu.result`."""
+FACT_PATTERN = r"^[a-z_][a-z0-9_]{0,62}$"
+LABEL_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+Approval = Literal["auto", "one", "two"]
+APPROVALS: dict[str, int] = {"auto": 0, "one": 1, "two": 2}
+"""Approval -> how many distinct people must approve."""
+OnFailure = Literal["stop", "continue", "escalate"]
+Severity = Literal["critical", "warning", "info"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LocalizedText(_Strict):
+    """Text in English and/or Chinese; chat and postmortems pick the reader's language."""
+
+    en: str | None = Field(None, min_length=1, max_length=500)
+    zh: str | None = Field(None, min_length=1, max_length=500)
+
+    @model_validator(mode="after")
+    def _some_text(self) -> LocalizedText:
+        if self.en is None and self.zh is None:
+            raise ValueError("give the text in en, zh or both")
+        return self
+
+
+Text = str | LocalizedText
+
+
+class LabelMatcher(_Strict):
+    """One condition on an alert label: exactly one of equals, not_equals, regex, in."""
+
+    label: str = Field(pattern=LABEL_PATTERN, max_length=200)
+    equals: str | None = None
+    not_equals: str | None = None
+    regex: str | None = Field(None, max_length=500, description="fully anchored, RE2-like")
+    in_: list[str] | None = Field(None, alias="in", min_length=1)
+
+    @model_validator(mode="after")
+    def _one_test(self) -> LabelMatcher:
+        given = [
+            k for k in ("equals", "not_equals", "regex", "in_") if getattr(self, k) is not None
+        ]
+        if len(given) != 1:
+            raise ValueError("a label matcher has exactly one of equals, not_equals, regex, in")
+        return self
+
+
+class Match(_Strict):
+    """Which alerts this runbook answers. The first runbook that matches, by descending
+    `priority`, wins; `fallback: true` marks the runbook for alerts nothing else matches."""
+
+    alerts: list[str] = Field(default_factory=list, description="alertname is one of these")
+    labels: list[LabelMatcher] = Field(default_factory=list, description="all must hold")
+    priority: int = Field(0, ge=-1000, le=1000)
+    fallback: bool = False
+
+    @model_validator(mode="after")
+    def _something_to_match(self) -> Match:
+        if self.fallback and (self.alerts or self.labels):
+            raise ValueError("a fallback runbook matches what nothing else does: no alerts/labels")
+        if not self.fallback and not self.alerts and not self.labels:
+            raise ValueError("name the alerts (alerts: [...]) or label matchers to match")
+        return self
+
+
+class Step(_Strict):
+    """One step of a runbook: an action to run, or a manual task for a person."""
+
+    id: str = Field(pattern=STEP_PATTERN, description="unique in the runbook, e.g. drain_gpu")
+    title: Text
+    action: str | None = Field(None, pattern=r"^[a-z0-9_]+\.[a-z0-9_]+$")
+    with_: dict[str, Any] = Field(default_factory=dict, alias="with")
+    manual: Text | None = Field(None, description="what a person does, then marks done")
+    when: str | None = Field(
+        None, max_length=2000, description="Jinja2 expression over facts, labels and steps"
+    )
+    approval: Approval | None = Field(None, description="default: the action's risk")
+    timeout: Duration | None = Field(None, ge=timedelta(seconds=1), le=timedelta(hours=24))
+    retries: int = Field(0, ge=0, le=5)
+    on_failure: OnFailure = "stop"
+    doc: str | None = Field(None, max_length=2000, description="a link, or the seed's line")
+
+    @model_validator(mode="after")
+    def _action_or_manual(self) -> Step:
+        if (self.action is None) == (self.manual is None):
+            raise ValueError("a step has exactly one of action and manual")
+        if self.manual is not None and self.with_:
+            raise ValueError("`with` gives an action its parameters; a manual step has none")
+        return self
+
+
+class Runbook(_Strict):
+    """A whole runbook file."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    title: Text
+    version: int = Field(ge=1, description="raise it with every change; incidents keep theirs")
+    description: Text | None = None
+    match: Match
+    severity: Severity | None = Field(None, description="the severity its incidents get")
+    group_by: list[str] = Field(default_factory=list, description="labels: one incident each")
+    facts: dict[str, str] = Field(
+        default_factory=dict, description="name: Jinja2 template over labels and annotations"
+    )
+    escalation: str | None = Field(None, pattern=ID_PATTERN, description="escalation policy")
+    doc: str | None = Field(None, max_length=2000)
+    steps: list[Step] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _names(self) -> Runbook:
+        seen: set[str] = set()
+        for step in self.steps:
+            if step.id in seen:
+                raise ValueError(f"step id {step.id!r} is used twice")
+            seen.add(step.id)
+        for name in self.facts:
+            if not re.fullmatch(FACT_PATTERN, name):
+                raise ValueError(f"fact name {name!r}: use lowercase letters, digits and _")
+        return self
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a runbook file, for editors (yaml-language-server) and CI."""
+    schema = Runbook.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "runbook-bot runbook"
+    return schema

@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from bot.db import Base
 from bot.incidents import models  # noqa: F401  (registers the tables)
+from bot.runbooks import models as runbook_models  # noqa: F401
 
 connection = context.config.attributes.get("connection")
 if connection is None:

@@ -17,6 +17,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 import bot.incidents.models  # noqa: F401  (registers the tables)
+import bot.runbooks.models  # noqa: F401
 from bot import cli
 from bot.db import Base, Database
 from tests.support.databases import PG_ADMIN, _admin, _pg_url, require_postgres

@@ -49,10 +49,14 @@ def format_duration(value: timedelta) -> str:
 
 
 def _coerce(value: Any) -> Any:
-    if isinstance(value, str):
-        return parse_duration(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return timedelta(seconds=value)
+    try:
+        if isinstance(value, str):
+            return parse_duration(value)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return timedelta(seconds=value)
+    except OverflowError:
+        # pydantic passes OverflowError through, which would hide every other error.
+        raise ValueError(f"{value!r} is too long a duration (at most 999999999 days)") from None
     return value
 
 

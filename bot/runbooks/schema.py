@@ -24,7 +24,7 @@ Example (abridged):
       - id: classify
         title: Locate the fault class
         action: gpu.classify_xid
-        with: {codes: ["{{ facts.xid }}"]}
+        with: {xid: "{{ facts.xid }}", node: "{{ facts.node }}"}
       - id: cordon
         title: Cordon the node
         action: k8s.cordon

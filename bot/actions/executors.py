@@ -10,4 +10,5 @@ from bot.actions.kubernetes import (  # noqa: F401
     pods,
     taints,
     volcano,
+    waits,
 )

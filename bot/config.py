@@ -32,6 +32,9 @@ from bot.errors import ConfigInvalid
 ENV_PREFIX = "RUNBOOK_BOT_"
 CONFIG_ENV = "RUNBOOK_BOT_CONFIG"
 
+Role = Literal["responder", "second_line", "admin"]
+"""What a person may do: every role may approve steps; escalation pages `second_line`."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -180,6 +183,29 @@ class Settings(BaseSettings):
     )
     node_job_namespace: str = Field(
         "runbook-bot", description="Namespace where node Jobs are created."
+    )
+    approval_ttl: Duration = Field(
+        timedelta(minutes=15),
+        description="How long a proposed step waits for its approvals; after it the step "
+        "expires and must be proposed again.",
+    )
+    roles: dict[str, list[Role]] = Field(
+        default_factory=dict,
+        description="Who may approve steps: person id (chat user id, or the `--as` name) -> "
+        "roles among `responder`, `second_line`, `admin`. Empty (the default): nobody may "
+        "approve, so only `auto` steps run. Env: JSON, e.g. "
+        '`{"U024BE7LH": ["responder"], "alice": ["admin"]}`.',
+    )
+    worker_lease: Duration = Field(
+        timedelta(seconds=60),
+        ge=timedelta(seconds=5),
+        description="How long a worker holds a running step before another may declare it "
+        "interrupted (renewed while the action runs).",
+    )
+    worker_poll: Duration = Field(
+        timedelta(seconds=1),
+        gt=timedelta(0),
+        description="How often an idle worker looks for work it was not woken for.",
     )
     bmc: BmcSettings = Field(
         default_factory=BmcSettings,

@@ -11,6 +11,9 @@
     │   └── PayloadInvalid        400: not JSON, or not the Alertmanager v4 schema
     ├── IncidentNotFound          no incident with that number
     ├── TransitionRefused         the lifecycle does not allow that change now
+    ├── StepNotFound              the incident has no runbook, or no such step
+    ├── ApprovalRefused           this approval does not count (no role, twice, params changed)
+    │   └── ApprovalExpired       the step waited longer than approval_ttl
     ├── LogTampered               the incident log does not verify
     ├── ActionUnknown             no registered action has that name
     ├── ParamsInvalid             action parameters failed their model (no call was made)
@@ -73,6 +76,18 @@ class IncidentNotFound(BotError):
 
 class TransitionRefused(BotError):
     """The incident's lifecycle does not allow the requested change in its current state."""
+
+
+class StepNotFound(BotError):
+    """The incident follows no runbook, or its runbook has no step by that id."""
+
+
+class ApprovalRefused(BotError):
+    """An approval (or skip, or done) was not accepted; the message says why and what to do."""
+
+
+class ApprovalExpired(ApprovalRefused):
+    """The step waited longer than `approval_ttl` for its approvals; it must be re-proposed."""
 
 
 class LogTampered(BotError):

@@ -1,4 +1,5 @@
-"""Runbooks frozen onto incidents, step runs and their approvals.
+"""Runbooks frozen onto incidents (with the alert labels and annotations they matched,
+which step templates render against long after), step runs and their approvals.
 
 Revision ID: 0002
 Revises: 0001
@@ -44,6 +45,8 @@ def upgrade() -> None:
         sa.Column("source", sa.String(500), nullable=False),
         sa.Column("document", JSON, nullable=False),
         sa.Column("facts", JSON, nullable=False),
+        sa.Column("labels", JSON, nullable=False, server_default="{}"),
+        sa.Column("annotations", JSON, nullable=False, server_default="{}"),
         _at("matched_at", nullable=False),
     )
     op.create_table(

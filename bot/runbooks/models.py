@@ -33,6 +33,9 @@ class IncidentRunbook(Base):
     document: Mapped[dict[str, Any]]
     """The whole runbook as it was (`Runbook.model_dump(by_alias=True, mode="json")`)."""
     facts: Mapped[dict[str, Any]]
+    labels: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
+    """The matched alert's labels (over the incident's common labels), for step templates."""
+    annotations: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
     matched_at: Mapped[datetime]
 
 

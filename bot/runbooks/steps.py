@@ -5,6 +5,8 @@
        │              │    │              │            ├──────> timed_out
        │              │    │              │            └──────> interrupted (lease lost)
        ├─> approved   │    └─> expired    └─> expired
+       ├─> failed     │  (its `when` or `with` does not render, or the
+       │              │   parameters fail the action's model: nothing ran)
        ├─> skipped  <─┤
        └─> cancelled <┴─ (and from approved)
 
@@ -47,7 +49,7 @@ class StepState(StrEnum):
 
 S = StepState
 _ALLOWED: dict[StepState, frozenset[StepState]] = {
-    S.PROPOSED: frozenset({S.AWAITING_APPROVAL, S.APPROVED, S.SKIPPED, S.CANCELLED}),
+    S.PROPOSED: frozenset({S.AWAITING_APPROVAL, S.APPROVED, S.SKIPPED, S.CANCELLED, S.FAILED}),
     S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.SUCCEEDED, S.SKIPPED, S.CANCELLED, S.EXPIRED}),
     S.APPROVED: frozenset({S.RUNNING, S.CANCELLED, S.EXPIRED}),
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.INTERRUPTED}),

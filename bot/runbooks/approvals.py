@@ -1,0 +1,252 @@
+"""People deciding on steps: approve, skip, mark a manual step done, and expiry.
+
+Who may decide comes from the `roles` setting (person id -> roles); anyone with a role
+may approve. An approval is a row per (run, person), so one person counts once and a
+`two` step needs two different people; it binds to the run's parameter hash and counts
+only before the run expires. Each function locks the run row, then the incident row
+(engine's lock order), refuses with a message that says what to do, and otherwise moves
+the run and logs it in the caller's transaction.
+
+Refusals raise and write nothing. Expiry is the one refusal with an effect to keep: the
+run becomes `expired` and the step is proposed again. `approve` raises `ApprovalExpired`
+without writing, and the caller records the expiry in its own transaction with `expire`
+(`service.approve` does both).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.config import Settings
+from bot.errors import ApprovalExpired, ApprovalRefused, StepNotFound
+from bot.incidents import log
+from bot.incidents import service as incidents
+from bot.runbooks import engine
+from bot.runbooks.models import StepApproval, StepRun
+from bot.runbooks.steps import StepState, check
+
+S = StepState
+ROLE_ORDER = ("admin", "second_line", "responder")
+
+
+def role_of(settings: Settings, person: str) -> str:
+    """The person's strongest role; ApprovalRefused when they have none."""
+    roles = settings.roles.get(person, [])
+    for role in ROLE_ORDER:
+        if role in roles:
+            return role
+    raise ApprovalRefused(
+        f"{person} has no role that may decide on steps; an admin adds them to the `roles` "
+        "setting (responder, second_line or admin)"
+    )
+
+
+def current_run(session: Session, number: int, step_id: str, *, lock: bool) -> StepRun:
+    """The newest attempt of a step, locked for update with `lock`."""
+    stmt = (
+        select(StepRun)
+        .where(StepRun.incident_number == number, StepRun.step_id == step_id)
+        .order_by(StepRun.attempt.desc())
+        .limit(1)
+    )
+    if lock:
+        stmt = stmt.with_for_update()
+    run = session.scalars(stmt).first()
+    if run is None:
+        _, runbook = engine.frozen_runbook(session, number)
+        engine.frozen_step(runbook, step_id)  # raises for an unknown step
+        raise StepNotFound(f"step {step_id} of INC-{number} has not been proposed yet")
+    return run
+
+
+def approvals_of(session: Session, run: StepRun) -> list[StepApproval]:
+    stmt = (
+        select(StepApproval)
+        .where(StepApproval.step_run_id == run.id)
+        .order_by(StepApproval.approved_at, StepApproval.id)
+    )
+    return list(session.scalars(stmt))
+
+
+def _decided(session: Session, run: StepRun) -> str:
+    """Why a run that no longer waits cannot be approved."""
+    state = StepState(run.state)
+    if run.actor and run.decided_at and state not in (S.SKIPPED, S.CANCELLED, S.EXPIRED):
+        who = "the bot (no approval needed)" if run.actor == engine.BOT.id else run.actor
+        return (
+            f"step {run.step_id} was already approved by {who} at "
+            f"{run.decided_at:%Y-%m-%d %H:%M:%S} UTC; it is {state.value.replace('_', ' ')}"
+        )
+    return f"step {run.step_id} already ended ({state.value.replace('_', ' ')})"
+
+
+def approve(
+    session: Session,
+    number: int,
+    step_id: str,
+    person: str,
+    now: datetime,
+    settings: Settings,
+    params_hash: str | None = None,
+) -> StepRun:
+    """Record `person`'s approval; the run is approved when enough people have."""
+    role = role_of(settings, person)
+    run = current_run(session, number, step_id, lock=True)
+    if run.state != S.AWAITING_APPROVAL:
+        raise ApprovalRefused(_decided(session, run))
+    if run.kind == "manual":
+        raise ApprovalRefused(
+            f"step {step_id} is done by a person: mark it done with a note, or skip it"
+        )
+    if run.expires_at is not None and now > run.expires_at:
+        raise ApprovalExpired(
+            f"step {step_id} waited for approval until {run.expires_at:%H:%M:%S} UTC and "
+            "expired; it is proposed again with its current parameters: review and approve "
+            "the new proposal"
+        )
+    if params_hash is not None and params_hash != run.params_hash:
+        raise ApprovalRefused(
+            f"the parameters changed since you saw them: step {step_id} now runs "
+            f"{run.action} {engine.brief(run.params)} (hash {run.params_hash[:12]}); "
+            "review it and approve again"
+        )
+    given = approvals_of(session, run)
+    mine = next((a for a in given if a.approver == person), None)
+    if mine is not None:
+        missing = run.approvals_required - len(given)
+        raise ApprovalRefused(
+            f"you already approved step {step_id} at {mine.approved_at:%H:%M:%S} UTC; it "
+            f"needs {missing} more approval{'s' * (missing != 1)} from someone else"
+        )
+    incident = incidents.get(session, number, lock=True)
+    approval = StepApproval(
+        step_run_id=run.id,
+        approver=person,
+        role=role,
+        params_hash=run.params_hash,
+        approved_at=now,
+    )
+    session.add(approval)
+    given.append(approval)
+    names = " and ".join(a.approver for a in given)
+    if len(given) < run.approvals_required:
+        missing = run.approvals_required - len(given)
+        log.append(
+            session,
+            incident,
+            at=now,
+            actor=log.Actor.human(person),
+            type="step.approval",
+            summary=f"{person} ({role}) approved step {step_id} ({len(given)} of "
+            f"{run.approvals_required}); {missing} more different "
+            f"{'person' if missing == 1 else 'people'} needed",
+            data={"step": step_id, "attempt": run.attempt, "run": run.id, "role": role},
+        )
+        return run
+    run.decided_at = now
+    run.actor = person
+    engine.transition(
+        session,
+        incident,
+        run,
+        S.APPROVED,
+        now=now,
+        actor=log.Actor.human(person),
+        summary=f"step {step_id}: {run.action} {engine.brief(run.params)} approved by {names}",
+        data={"approvers": [a.approver for a in given], "params_hash": run.params_hash},
+    )
+    return run
+
+
+def expire(session: Session, number: int, step_id: str, now: datetime, settings: Settings) -> bool:
+    """Expire the step's waiting run if its time is up, and propose the step again."""
+    run = current_run(session, number, step_id, lock=True)
+    if run.state != S.AWAITING_APPROVAL or run.expires_at is None or now <= run.expires_at:
+        return False
+    incident = incidents.get(session, number, lock=True)
+    run.finished_at = now
+    run.summary = "no approval in time"
+    engine.transition(
+        session,
+        incident,
+        run,
+        S.EXPIRED,
+        now=now,
+        actor=engine.BOT,
+        summary=f"step {step_id} expired: not approved by {run.expires_at:%H:%M:%S} UTC",
+        data={"expires_at": run.expires_at.isoformat()},
+    )
+    engine.advance(session, number, now, settings)
+    return True
+
+
+def skip(
+    session: Session,
+    number: int,
+    step_id: str,
+    person: str,
+    now: datetime,
+    settings: Settings,
+    note: str | None = None,
+) -> StepRun:
+    """A person decides a waiting step will not run; the runbook goes on."""
+    role = role_of(settings, person)
+    run = current_run(session, number, step_id, lock=True)
+    check(step_id, run.state, S.SKIPPED)
+    incident = incidents.get(session, number, lock=True)
+    run.actor, run.decided_at, run.finished_at = person, now, now
+    run.summary = f"skipped by {person}" + (f": {note}" if note else "")
+    engine.transition(
+        session,
+        incident,
+        run,
+        S.SKIPPED,
+        now=now,
+        actor=log.Actor.human(person),
+        summary=f"{person} ({role}) skipped step {step_id}" + (f": {note}" if note else ""),
+        data={"note": note},
+    )
+    engine.advance(session, number, now, settings)
+    return run
+
+
+def complete(
+    session: Session,
+    number: int,
+    step_id: str,
+    person: str,
+    now: datetime,
+    settings: Settings,
+    note: str,
+) -> StepRun:
+    """A person marks a manual step done, saying what they did."""
+    role = role_of(settings, person)
+    note = note.strip()
+    if not note:
+        raise ApprovalRefused(f'say what was done: --note "replaced the cable" ({step_id})')
+    run = current_run(session, number, step_id, lock=True)
+    if run.kind != "manual":
+        raise ApprovalRefused(
+            f"step {step_id} runs {run.action}: approve it and the bot runs it; only manual "
+            "steps are marked done by hand"
+        )
+    check(step_id, run.state, S.SUCCEEDED)
+    incident = incidents.get(session, number, lock=True)
+    run.actor, run.decided_at, run.finished_at = person, now, now
+    run.summary = note[:2000]
+    run.result = {"ok": True, "summary": note, "done_by": person}
+    engine.transition(
+        session,
+        incident,
+        run,
+        S.SUCCEEDED,
+        now=now,
+        actor=log.Actor.human(person),
+        summary=f"{person} ({role}) did step {step_id}: {note}",
+        data={"note": note},
+    )
+    engine.advance(session, number, now, settings)
+    return run

@@ -1,0 +1,396 @@
+"""The step engine: freeze a runbook onto an opening incident, then walk its steps.
+
+Every function here takes the caller's session and writes inside the caller's
+transaction, so a state change and its incident-log entry commit together or not at all.
+Callers lock in one order, step-run rows before the incident row (the incident row is the
+head of the log's hash chain), so two transactions never wait on each other in a circle.
+
+`advance` is the planner. Steps run in order: it walks the frozen steps, proposes the
+first step that has no run yet (rendering `when` and `with` against what is known now),
+and stops at the first run that has not ended. A run that ended badly decides by the
+step's `on_failure`: `stop` halts the runbook, `continue` goes on, `escalate` records
+`runbook.escalate` (the escalation room pages on it) and goes on. A run that was
+interrupted (its worker died) or expired (nobody approved in time) is proposed again as a
+new attempt for people to decide; nothing is ever re-run on its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.actions import registry
+from bot.config import Settings
+from bot.errors import BotError, StepNotFound
+from bot.incidents import log
+from bot.incidents import service as incidents
+from bot.incidents.models import Incident, LogEntry
+from bot.runbooks import templates
+from bot.runbooks.catalog import Catalog
+from bot.runbooks.models import IncidentRunbook, StepRun
+from bot.runbooks.schema import APPROVALS, Runbook, Step, Text
+from bot.runbooks.steps import StepState, check
+
+logger = logging.getLogger(__name__)
+
+BOT = log.Actor("bot", "runbook-bot", "runbook-bot")
+"""Who approves `auto` steps and moves runs the bot decides on."""
+S = StepState
+
+
+def params_hash(params: Mapping[str, Any]) -> str:
+    """SHA-256 of the parameters' canonical JSON: what an approval binds to."""
+    text = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def text(value: Text | None) -> str:
+    """English when given, else Chinese."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    return value.en or value.zh or ""
+
+
+def actor_of(person: str | None) -> log.Actor:
+    return BOT if person in (None, BOT.id) else log.Actor.human(str(person))
+
+
+def attach(
+    session: Session,
+    incident: Incident,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    catalog: Catalog,
+    now: datetime,
+    settings: Settings,
+) -> IncidentRunbook | None:
+    """Freeze the runbook matching `labels` onto a just-opened incident and propose its
+    first steps. No runbook matches and no fallback exists -> None, nothing written."""
+    loaded = catalog.match(labels)
+    if loaded is None:
+        return None
+    runbook = loaded.runbook
+    facts: dict[str, str] = {}
+    failed: list[tuple[str, str]] = []
+    for name, template in runbook.facts.items():
+        context = {"labels": labels, "annotations": annotations, "facts": dict(facts)}
+        try:
+            facts[name] = templates.render(template, context).strip()
+        except templates.TemplateError as exc:
+            failed.append((name, str(exc)))
+    frozen = IncidentRunbook(
+        incident_number=incident.number,
+        runbook_id=runbook.id,
+        runbook_version=runbook.version,
+        source=str(loaded.path)[:500],
+        document=runbook.model_dump(by_alias=True, mode="json"),
+        facts=facts,
+        labels=dict(labels),
+        annotations=dict(annotations),
+        matched_at=now,
+    )
+    session.add(frozen)
+    log.append(
+        session,
+        incident,
+        at=now,
+        actor=BOT,
+        type="runbook.matched",
+        summary=f"runbook {runbook.id} v{runbook.version} ({text(runbook.title)}) follows "
+        f"{incident.ref}",
+        data={"runbook": runbook.id, "version": runbook.version, "facts": facts},
+    )
+    for name, reason in failed:
+        log.append(
+            session,
+            incident,
+            at=now,
+            actor=BOT,
+            type="runbook.fact_failed",
+            summary=f"fact {name} left out: {reason}",
+            data={"fact": name, "error": reason},
+        )
+    session.flush()
+    advance(session, incident.number, now, settings)
+    return frozen
+
+
+def frozen_runbook(session: Session, number: int) -> tuple[IncidentRunbook, Runbook]:
+    frozen = session.get(IncidentRunbook, number)
+    if frozen is None:
+        raise StepNotFound(f"INC-{number} follows no runbook")
+    return frozen, Runbook.model_validate(frozen.document)
+
+
+def frozen_step(runbook: Runbook, step_id: str) -> Step:
+    for step in runbook.steps:
+        if step.id == step_id:
+            return step
+    known = ", ".join(s.id for s in runbook.steps)
+    raise StepNotFound(f"runbook {runbook.id} has no step {step_id!r}; its steps: {known}")
+
+
+def runs_of(session: Session, number: int) -> list[StepRun]:
+    """Every run of the incident's steps, oldest attempt first."""
+    stmt = (
+        select(StepRun)
+        .where(StepRun.incident_number == number)
+        .order_by(StepRun.step_id, StepRun.attempt)
+    )
+    return list(session.scalars(stmt))
+
+
+def latest_runs(session: Session, number: int) -> dict[str, StepRun]:
+    """The newest attempt of each step that has one."""
+    return {run.step_id: run for run in runs_of(session, number)}
+
+
+def transition(
+    session: Session,
+    incident: Incident,
+    run: StepRun,
+    target: StepState,
+    *,
+    now: datetime,
+    actor: log.Actor,
+    summary: str,
+    data: dict[str, Any] | None = None,
+) -> None:
+    """Move `run` to `target` (if legal) and record it: the one way a run changes state."""
+    source = run.state
+    check(run.step_id, source, target)
+    run.state = target.value
+    log.append(
+        session,
+        incident,
+        at=now,
+        actor=actor,
+        type=f"step.{target.value}",
+        summary=summary,
+        data={
+            "step": run.step_id,
+            "attempt": run.attempt,
+            "run": run.id,
+            "from": source,
+            "to": target.value,
+            **(data or {}),
+        },
+    )
+
+
+def advance(session: Session, number: int, now: datetime, settings: Settings) -> None:
+    """Propose what is due next; a no-op when the incident follows no runbook."""
+    incident = incidents.get(session, number, lock=True)
+    frozen = session.get(IncidentRunbook, number)
+    if frozen is None:
+        return
+    runbook = Runbook.model_validate(frozen.document)
+    latest = latest_runs(session, number)
+    context: dict[str, Any] = {
+        "labels": frozen.labels,
+        "annotations": frozen.annotations,
+        "facts": frozen.facts,
+        "steps": {},
+        "incident": {
+            "number": incident.number,
+            "ref": incident.ref,
+            "severity": incident.severity,
+        },
+    }
+    for step in runbook.steps:
+        run = latest.get(step.id)
+        if run is None:
+            run = _propose(session, incident, step, context, now, settings, attempt=1)
+        elif run.state in (S.INTERRUPTED, S.EXPIRED):
+            again = run.state == S.INTERRUPTED
+            run = _propose(session, incident, step, context, now, settings, run.attempt + 1, again)
+        state = StepState(run.state)
+        context["steps"][step.id] = {
+            "status": state.value,
+            "ok": state == S.SUCCEEDED,
+            "result": dict(run.result or {}),
+        }
+        if not state.terminal or state == S.CANCELLED:
+            return
+        if state in (S.FAILED, S.TIMED_OUT):
+            if step.on_failure == "stop":
+                _once(session, incident, run, now, "runbook.stopped", _stopped(step, run))
+                return
+            if step.on_failure == "escalate":
+                _once(session, incident, run, now, "runbook.escalate", _escalate(step, run))
+    _once(session, incident, None, now, "runbook.finished", f"runbook {runbook.id} finished")
+
+
+def _stopped(step: Step, run: StepRun) -> str:
+    return f"runbook stopped: step {step.id} {run.state.replace('_', ' ')} ({run.summary})"
+
+
+def _escalate(step: Step, run: StepRun) -> str:
+    return (
+        f"step {step.id} {run.state.replace('_', ' ')} ({run.summary}); escalating to "
+        "the next line and going on"
+    )
+
+
+def _once(
+    session: Session,
+    incident: Incident,
+    run: StepRun | None,
+    now: datetime,
+    kind: str,
+    summary: str,
+) -> None:
+    """Log a runbook-level event once per run (once per incident without a run)."""
+    key = None if run is None else run.id
+    stmt = select(LogEntry.data).where(
+        LogEntry.incident_number == incident.number, LogEntry.type == kind
+    )
+    if any(data.get("run") == key for data in session.scalars(stmt)):
+        return
+    data: dict[str, Any] = {"run": key}
+    if run is not None:
+        data.update(step=run.step_id, attempt=run.attempt, state=run.state)
+    log.append(session, incident, at=now, actor=BOT, type=kind, summary=summary, data=data)
+
+
+def _propose(
+    session: Session,
+    incident: Incident,
+    step: Step,
+    context: dict[str, Any],
+    now: datetime,
+    settings: Settings,
+    attempt: int,
+    after_interruption: bool = False,
+) -> StepRun:
+    run = StepRun(
+        incident_number=incident.number,
+        step_id=step.id,
+        attempt=attempt,
+        state=S.PROPOSED.value,
+        kind="manual" if step.manual is not None else "action",
+        action=step.action,
+        params={},
+        params_hash=params_hash({}),
+        approvals_required=0,
+        proposed_at=now,
+        summary="",
+    )
+    session.add(run)
+    session.flush()  # the run's id goes into its log entries
+    title = text(step.title)
+
+    def fail(reason: str) -> StepRun:
+        run.summary = reason[:2000]
+        run.finished_at = now
+        transition(
+            session,
+            incident,
+            run,
+            S.FAILED,
+            now=now,
+            actor=BOT,
+            summary=f"step {step.id} ({title}) failed before it ran: {reason}",
+            data={"error": reason},
+        )
+        return run
+
+    if step.when is not None:
+        try:
+            applies = templates.evaluate(step.when, context)
+        except templates.TemplateError as exc:
+            return fail(str(exc))
+        if not applies:
+            run.summary = f"skipped: `when: {step.when}` is false"
+            run.finished_at = now
+            transition(
+                session,
+                incident,
+                run,
+                S.SKIPPED,
+                now=now,
+                actor=BOT,
+                summary=f"step {step.id} ({title}) skipped: `when: {step.when}` is false",
+                data={"when": step.when},
+            )
+            return run
+
+    if step.manual is not None:
+        run.summary = text(step.manual)
+        transition(
+            session,
+            incident,
+            run,
+            S.AWAITING_APPROVAL,
+            now=now,
+            actor=BOT,
+            summary=f"step {step.id} ({title}) is for a person: {text(step.manual)} "
+            "Mark it done with a note, or skip it.",
+            data={"manual": text(step.manual)},
+        )
+        return run
+
+    assert step.action is not None
+    try:
+        action = registry.get(step.action)
+        raw = templates.render_params(step.with_, context)
+        action.parse(raw)
+    except BotError as exc:  # TemplateError, ActionUnknown, ParamsInvalid
+        return fail(str(exc))
+    run.params = raw
+    run.params_hash = params_hash(raw)
+    required = max(action.risk.approvals, APPROVALS[step.approval or "auto"])
+    if after_interruption:
+        required = max(required, 1)  # a person decides whether to run it again
+    run.approvals_required = required
+    shown = brief(raw)
+    if required == 0:
+        run.decided_at = now
+        run.actor = BOT.id
+        run.summary = f"{shown}: runs automatically ({action.risk.value} risk)"
+        transition(
+            session,
+            incident,
+            run,
+            S.APPROVED,
+            now=now,
+            actor=BOT,
+            summary=f"step {step.id} ({title}): {step.action} {shown} approved automatically "
+            f"({action.risk.value} risk)",
+            data={"action": step.action, "params": raw, "params_hash": run.params_hash},
+        )
+        return run
+    run.expires_at = now + settings.approval_ttl
+    people = "one person" if required == 1 else f"{required} different people"
+    again = "; the previous attempt was interrupted" if after_interruption else ""
+    run.summary = f"{shown}: needs {people} before {run.expires_at:%H:%M} UTC{again}"
+    transition(
+        session,
+        incident,
+        run,
+        S.AWAITING_APPROVAL,
+        now=now,
+        actor=BOT,
+        summary=f"step {step.id} ({title}): {step.action} {shown} needs approval by {people} "
+        f"before {run.expires_at:%H:%M} UTC{again}",
+        data={
+            "action": step.action,
+            "params": raw,
+            "params_hash": run.params_hash,
+            "approvals_required": required,
+            "expires_at": run.expires_at.isoformat(),
+        },
+    )
+    return run
+
+
+def brief(params: Mapping[str, Any]) -> str:
+    shown = ", ".join(f"{key}={value}" for key, value in params.items())
+    return f"({shown[:200]})"

@@ -1,0 +1,130 @@
+"""The runbook engine for callers that hold a database, not a session: the CLI and the API.
+
+Each function is one transaction (two for an expired approval: the refusal writes
+nothing, then the expiry and the new proposal commit on their own). `step_rows` is what
+`runbook-bot steps` and `GET /api/incidents/{n}/steps` show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from bot.clock import Clock
+from bot.config import Settings
+from bot.db import Database
+from bot.errors import ApprovalExpired
+from bot.incidents import service as incidents
+from bot.runbooks import approvals, engine
+from bot.runbooks.models import StepRun
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One step of an incident's runbook as people see it."""
+
+    step: str
+    title: str
+    state: str
+    attempt: int
+    kind: str
+    action: str | None
+    params: dict[str, Any]
+    params_hash: str
+    approvals: int
+    approvals_required: int
+    approvers: list[str]
+    expires_at: str | None
+    actor: str | None
+    summary: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def step_rows(db: Database, number: int) -> tuple[str, list[StepRow]]:
+    """(runbook id and version, one row per step; `not_reached` for steps not proposed)."""
+    with db.session() as session:
+        incidents.get(session, number)
+        frozen, runbook = engine.frozen_runbook(session, number)
+        latest = engine.latest_runs(session, number)
+        rows = []
+        for step in runbook.steps:
+            run = latest.get(step.id)
+            rows.append(_row(session, step.id, engine.text(step.title), step.action, run))
+        return f"{frozen.runbook_id} v{frozen.runbook_version}", rows
+
+
+def _row(
+    session: Session, step: str, title: str, action: str | None, run: StepRun | None
+) -> StepRow:
+    if run is None:
+        return StepRow(step, title, "not_reached", 0, "", action, {}, "", 0, 0, [], None, None, "")
+    given = approvals.approvals_of(session, run)
+    return StepRow(
+        step=step,
+        title=title,
+        state=run.state,
+        attempt=run.attempt,
+        kind=run.kind,
+        action=run.action,
+        params=dict(run.params),
+        params_hash=run.params_hash,
+        approvals=len(given),
+        approvals_required=run.approvals_required,
+        approvers=[a.approver for a in given],
+        expires_at=run.expires_at.isoformat() if run.expires_at else None,
+        actor=run.actor,
+        summary=run.summary,
+    )
+
+
+def approve(
+    db: Database,
+    number: int,
+    step_id: str,
+    *,
+    person: str,
+    clock: Clock,
+    settings: Settings,
+    params_hash: str | None = None,
+) -> StepRun:
+    try:
+        with db.transaction() as session:
+            return approvals.approve(
+                session, number, step_id, person, clock.now(), settings, params_hash
+            )
+    except ApprovalExpired:
+        with db.transaction() as session:
+            approvals.expire(session, number, step_id, clock.now(), settings)
+        raise
+
+
+def skip(
+    db: Database,
+    number: int,
+    step_id: str,
+    *,
+    person: str,
+    clock: Clock,
+    settings: Settings,
+    note: str | None = None,
+) -> StepRun:
+    with db.transaction() as session:
+        return approvals.skip(session, number, step_id, person, clock.now(), settings, note)
+
+
+def complete(
+    db: Database,
+    number: int,
+    step_id: str,
+    *,
+    person: str,
+    clock: Clock,
+    settings: Settings,
+    note: str,
+) -> StepRun:
+    with db.transaction() as session:
+        return approvals.complete(session, number, step_id, person, clock.now(), settings, note)

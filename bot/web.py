@@ -6,7 +6,9 @@ Blocking database work runs in the thread pool. `BotError`s map to statuses in o
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -29,18 +31,35 @@ from bot.errors import (
     BotError,
     IncidentNotFound,
     MigrationsPending,
+    PayloadInvalid,
     RequestRejected,
+    StepNotFound,
     StorageUnavailable,
 )
 from bot.incidents import log, service, views
 from bot.metrics import Metrics, RequestMetrics, timer
+from bot.runbooks import service as runbooks
+from bot.runbooks.catalog import Catalog
 
 logger = logging.getLogger(__name__)
 
 INGEST_THREADS = 4
 
 
-def build_app(settings: Settings, db: Database, clock: Clock) -> Starlette:
+MAX_DECISION_BYTES = 4096
+
+
+def build_app(
+    settings: Settings,
+    db: Database,
+    clock: Clock,
+    *,
+    catalog: Catalog | None = None,
+    wake: Callable[[], None] | None = None,
+) -> Starlette:
+    """The app. With `catalog`, opening incidents get their runbook; `wake` tells the
+    in-process worker that a step may be ready to run."""
+
     def open_counts() -> dict[str, int]:
         with db.session() as session:
             return service.active_counts(session)
@@ -62,9 +81,19 @@ def build_app(settings: Settings, db: Database, clock: Clock) -> Starlette:
         elapsed = timer()
         payload = webhook.parse(body)
         result = await anyio.to_thread.run_sync(
-            partial(ingest.ingest, db, payload, clock=clock, reopen_window=settings.reopen_window),
+            partial(
+                ingest.ingest,
+                db,
+                payload,
+                clock=clock,
+                reopen_window=settings.reopen_window,
+                catalog=catalog,
+                settings=settings,
+            ),
             limiter=ingest_slots(),
         )
+        if result.opened and wake is not None:
+            wake()
         metrics.ingest_seconds.observe(elapsed())
         for outcome, count in result.counts().items():
             metrics.alerts.labels(outcome).inc(count)
@@ -106,6 +135,48 @@ def build_app(settings: Settings, db: Database, clock: Clock) -> Starlette:
 
         return JSONResponse(await run_in_threadpool(read))
 
+    async def list_steps(request: Request) -> Response:
+        number = service.parse_ref(request.path_params["number"])
+
+        def read() -> dict[str, Any]:
+            runbook, rows = runbooks.step_rows(db, number)
+            steps = [row.as_dict() for row in rows]
+            return {"incident": f"INC-{number}", "runbook": runbook, "steps": steps}
+
+        return JSONResponse(await run_in_threadpool(read))
+
+    async def approve_step(request: Request) -> Response:
+        # Until chat identities land, anyone who can reach the API could claim any name:
+        # the endpoint takes the webhook's credentials when they are configured.
+        webhook.authenticate(request.headers, settings)
+        number = service.parse_ref(request.path_params["number"])
+        person, params_hash = _decision(await request.body())
+        run = await run_in_threadpool(
+            partial(
+                runbooks.approve,
+                db,
+                number,
+                request.path_params["step"],
+                person=person,
+                clock=clock,
+                settings=settings,
+                params_hash=params_hash,
+            )
+        )
+        if run.state == "approved" and wake is not None:
+            wake()
+        return JSONResponse(
+            {
+                "incident": f"INC-{number}",
+                "step": run.step_id,
+                "attempt": run.attempt,
+                "state": run.state,
+                "actor": run.actor,
+                "approvals_required": run.approvals_required,
+                "params_hash": run.params_hash,
+            }
+        )
+
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -128,6 +199,8 @@ def build_app(settings: Settings, db: Database, clock: Clock) -> Starlette:
         Route("/webhooks/alertmanager", alertmanager, methods=["POST"]),
         Route("/api/incidents", list_incidents, methods=["GET"]),
         Route("/api/incidents/{number}", show_incident, methods=["GET"]),
+        Route("/api/incidents/{number}/steps", list_steps, methods=["GET"]),
+        Route("/api/incidents/{number}/steps/{step}/approve", approve_step, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_page, methods=["GET"]),
@@ -151,9 +224,29 @@ async def _error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, StorageUnavailable | MigrationsPending):
         logger.warning("%s %s: %s", request.method, request.url.path, exc)
         return JSONResponse({"error": str(exc)}, status_code=503, headers={"Retry-After": "10"})
-    if isinstance(exc, IncidentNotFound):
+    if isinstance(exc, IncidentNotFound | StepNotFound):
         return JSONResponse({"error": str(exc)}, status_code=404)
     return JSONResponse({"error": str(exc)}, status_code=409)
+
+
+def _decision(body: bytes) -> tuple[str, str | None]:
+    """(person, params_hash) from `{"as": "alice", "params_hash": "..."}`."""
+    if len(body) > MAX_DECISION_BYTES:
+        raise PayloadInvalid(f"the body is larger than {MAX_DECISION_BYTES} bytes")
+    try:
+        data = json.loads(body or b"{}")
+    except ValueError as exc:
+        raise PayloadInvalid(f"the body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PayloadInvalid('send {"as": "USER", "params_hash": "..."}')
+    person, params_hash = data.get("as"), data.get("params_hash")
+    if not isinstance(person, str) or not person.strip() or len(person) > 200:
+        raise PayloadInvalid('"as" names who approves: {"as": "alice"}', field="as")
+    if params_hash is not None and not isinstance(params_hash, str):
+        raise PayloadInvalid(
+            '"params_hash" is the hash you reviewed, a string', field="params_hash"
+        )
+    return person.strip(), params_hash
 
 
 def _csv(values: list[str]) -> list[str]:

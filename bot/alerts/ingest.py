@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -25,10 +26,13 @@ from sqlalchemy.orm import Session
 from bot.alerts import grouping, staging
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 from bot.clock import Clock
+from bot.config import Settings
 from bot.db import Database
 from bot.incidents import log, service
 from bot.incidents.lifecycle import Severity, Status
 from bot.incidents.models import Alert, Incident
+from bot.runbooks import engine
+from bot.runbooks.catalog import Catalog
 
 logger = logging.getLogger(__name__)
 
@@ -69,20 +73,66 @@ def group_hash(group_key: str) -> str:
 
 
 def ingest(
-    db: Database, payload: WebhookPayload, *, clock: Clock, reopen_window: timedelta
+    db: Database,
+    payload: WebhookPayload,
+    *,
+    clock: Clock,
+    reopen_window: timedelta,
+    catalog: Catalog | None = None,
+    settings: Settings | None = None,
 ) -> IngestResult:
-    """Store one notification; return what it did. Retries on a lost uniqueness race."""
+    """Store one notification; return what it did. Retries on a lost uniqueness race.
+
+    With a `catalog` (and the `settings` the engine needs), an incident that opens gets
+    its runbook frozen onto it and its first steps proposed, in the same transaction.
+    """
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with db.transaction() as session:
                 if db.is_postgres:
                     _lock_group(session, group_hash(payload.group_key))
-                return _ingest(session, payload, clock.now(), reopen_window)
+                now = clock.now()
+                result = _ingest(session, payload, now, reopen_window)
+                if result.opened and catalog is not None and settings is not None:
+                    _attach(session, payload, result.incident, catalog, now, settings)
+                return result
         except IntegrityError:
             if attempt == ATTEMPTS:
                 raise
             logger.info("ingest of group %s lost a race; retrying", payload.group_key[:80])
     raise AssertionError("unreachable")
+
+
+def _attach(
+    session: Session,
+    payload: WebhookPayload,
+    number: int,
+    catalog: Catalog,
+    now: datetime,
+    settings: Settings,
+) -> None:
+    """Match on the first firing alert's labels over the group's common labels."""
+    first = next((a for a in payload.alerts if a.firing), payload.alerts[0])
+    labels = {**payload.common_labels, **first.labels}
+    annotations = {**payload.common_annotations, **first.annotations}
+    incident = session.get(Incident, number)
+    assert incident is not None
+    try:
+        with session.begin_nested():
+            engine.attach(session, incident, labels, annotations, catalog, now, settings)
+    except Exception:  # a runbook or engine bug must never cost the alert (invariant 1)
+        error_id = uuid.uuid4().hex[:8]
+        logger.exception("INC-%s: attaching a runbook failed (error id %s)", number, error_id)
+        log.append(
+            session,
+            incident,
+            at=now,
+            actor=log.SYSTEM,
+            type="runbook.attach_failed",
+            summary=f"no runbook steps: attaching the runbook failed with an internal error "
+            f"(id {error_id}); the bot's log has the details. Work the incident by hand.",
+            data={"error_id": error_id},
+        )
 
 
 def _lock_group(session: Session, digest: str) -> None:

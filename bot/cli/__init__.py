@@ -1,4 +1,5 @@
-"""The `runbook-bot` command: serve, migrate, look at and move incidents, verify logs.
+"""The `runbook-bot` command: serve, migrate, look at and move incidents, verify logs,
+validate runbooks, decide on and run their steps.
 
 Exit codes: 0 done; 1 the operation failed or was refused (the message says why);
 2 bad usage or invalid settings.
@@ -15,7 +16,9 @@ from bot import __version__
 from bot.cli import actions as action_commands
 from bot.cli import common
 from bot.cli import incidents as incident_commands
+from bot.cli import runbooks as runbook_commands
 from bot.cli import server as server_commands
+from bot.cli import steps as step_commands
 from bot.config import Settings, load_settings, reference_markdown
 from bot.errors import BotError, ConfigInvalid
 
@@ -190,6 +193,28 @@ def _parser() -> argparse.ArgumentParser:
         help="admin override of the circuit breaker (recorded in the log)",
     )
     run_action.set_defaults(handler=action_commands.run_action)
+
+    validate = commands.add_parser(
+        "validate",
+        help="check runbook files",
+        description="Check runbook YAML files and directories (default: the runbooks_dir "
+        "setting): the schema, actions and their parameters, approvals against risk, "
+        "templates and what they refer to, and ids and matches across files. Prints each "
+        "problem as FILE:LINE:COLUMN WHERE: MESSAGE. Exits 0 when valid (warnings allowed), "
+        "1 on any error, 2 when a path does not exist.",
+    )
+    validate.add_argument("paths", metavar="PATH", nargs="*", help="runbook file or directory")
+    validate.set_defaults(handler=runbook_commands.validate_runbooks)
+
+    schema = commands.add_parser(
+        "schema",
+        help="print the runbook JSON Schema",
+        description="Print the JSON Schema of a runbook file, for editors "
+        "(yaml-language-server) and CI; docs/runbook.schema.json is this output.",
+    )
+    schema.set_defaults(handler=runbook_commands.print_schema)
+
+    step_commands.add_commands(commands)
 
     sim = commands.add_parser(
         "sim",

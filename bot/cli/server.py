@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import threading
 
 from bot import migrations
 from bot.cli import common
@@ -14,19 +15,36 @@ from bot.config import Settings
 def serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
+    from bot.runbooks import catalog as catalogs
     from bot.web import build_app
+    from bot.worker import Worker
 
+    runbooks = catalogs.load(settings)  # once per process; invalid runbooks stop the start
     with common.database(settings, migrated=False) as db:
         if settings.is_sqlite:
             migrations.upgrade(db)
         else:
             migrations.check(db)
-        app = build_app(settings, db, SystemClock())
+        clock = SystemClock()
+        worker = Worker(db, settings, clock)
+        stop = threading.Event()
+        thread = threading.Thread(target=worker.run_forever, args=(stop,), name="worker")
+        app = build_app(settings, db, clock, catalog=runbooks, wake=worker.wake)
         host, port = args.host or settings.listen_host, args.port or settings.listen_port
         logging.getLogger(__name__).info(
-            "listening on http://%s:%s (database %s)", host, port, db.describe()
+            "listening on http://%s:%s (database %s, %d runbooks)",
+            host,
+            port,
+            db.describe(),
+            len(runbooks.runbooks) + (runbooks.fallback is not None),
         )
-        uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
+        thread.start()
+        try:
+            uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
+        finally:
+            stop.set()
+            worker.wake()
+            thread.join(timeout=settings.worker_lease.total_seconds())
     return 0
 
 

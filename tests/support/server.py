@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
 
@@ -17,14 +18,15 @@ from bot.web import build_app
 
 
 @contextmanager
-def running(settings: Settings, db: Database, clock: Clock) -> Iterator[str]:
-    """Serve the app until the block ends; yield its base URL."""
+def running(settings: Settings, db: Database, clock: Clock, **app: Any) -> Iterator[str]:
+    """Serve the app until the block ends; yield its base URL. `app` goes to build_app
+    (catalog, wake)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        build_app(settings, db, clock),
+        build_app(settings, db, clock, **app),
         log_level="warning",
         access_log=False,
         lifespan="off",

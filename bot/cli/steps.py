@@ -1,0 +1,154 @@
+"""Commands on an incident's runbook steps, until chat buttons land: steps, approve, skip,
+done; and `worker`, which runs approved steps in its own process."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import threading
+from typing import Any
+
+from bot.cli import common
+from bot.clock import SystemClock
+from bot.config import Settings
+from bot.incidents import service as incidents
+from bot.runbooks import service
+
+
+def add_commands(commands: Any) -> None:
+    """Register the commands on the top-level subparsers."""
+    steps = commands.add_parser(
+        "steps",
+        help="an incident's runbook steps and their approvals",
+        description="Show the steps of the runbook an incident follows: state, action, "
+        "approvals given of those needed, and what happened.",
+    )
+    steps.add_argument("incident", metavar="INC-N")
+    steps.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    steps.set_defaults(handler=show_steps)
+
+    approve = commands.add_parser(
+        "approve",
+        help="approve a step (you need a role in the roles setting)",
+        description="Approve a step waiting for approval. A disruptive step needs two "
+        "different people; an approval counts only before the step expires (approval_ttl). "
+        "With --hash, the approval is refused if the step's parameters are no longer the "
+        "ones you reviewed (`runbook-bot steps INC-N -o json` shows params_hash).",
+    )
+    _decision(approve)
+    approve.add_argument("--hash", metavar="H", help="the params_hash you reviewed")
+    approve.set_defaults(handler=approve_step)
+
+    skip = commands.add_parser(
+        "skip",
+        help="skip a step that waits for a person",
+        description="Decide that a waiting step will not run; the runbook goes on.",
+    )
+    _decision(skip)
+    skip.add_argument("--note", help="why")
+    skip.set_defaults(handler=skip_step)
+
+    done = commands.add_parser(
+        "done",
+        help="mark a manual step done",
+        description="Mark a manual step (replace a cable, call the vendor) done, saying "
+        "what was done; the runbook goes on.",
+    )
+    _decision(done)
+    done.add_argument("--note", required=True, help="what was done")
+    done.set_defaults(handler=done_step)
+
+    worker = commands.add_parser(
+        "worker",
+        help="run approved steps (a separate worker process)",
+        description="Claim approved steps and run their actions until stopped (SIGTERM or "
+        "Ctrl-C). `serve` runs one in a thread already; run more on PostgreSQL only.",
+    )
+    worker.set_defaults(handler=run_worker)
+
+
+def _decision(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("incident", metavar="INC-N")
+    parser.add_argument("step", metavar="STEP", help="the step id, e.g. cordon")
+    parser.add_argument(
+        "--as", dest="actor", required=True, metavar="USER", help="who decides (needs a role)"
+    )
+
+
+def show_steps(args: argparse.Namespace, settings: Settings) -> int:
+    number = incidents.parse_ref(args.incident)
+    with common.database(settings) as db:
+        runbook, rows = service.step_rows(db, number)
+    if args.output == "json":
+        body: dict[str, Any] = {"incident": f"INC-{number}", "runbook": runbook}
+        body["steps"] = [row.as_dict() for row in rows]
+        return common.say(json.dumps(body, indent=2, ensure_ascii=False))
+    table = [["STEP", "STATE", "ACTION", "APPROVALS", "SUMMARY"]]
+    for row in rows:
+        approvals = f"{row.approvals}/{row.approvals_required}" if row.kind == "action" else "-"
+        state = row.state.replace("_", " ") + (f" (#{row.attempt})" if row.attempt > 1 else "")
+        summary = row.summary if row.state != "not_reached" else row.title
+        table.append([row.step, state, row.action or "manual", approvals, summary])
+    return common.say(f"INC-{number} follows {runbook}\n" + common.table(table))
+
+
+def approve_step(args: argparse.Namespace, settings: Settings) -> int:
+    number = incidents.parse_ref(args.incident)
+    with common.database(settings) as db:
+        run = service.approve(
+            db,
+            number,
+            args.step,
+            person=args.actor,
+            clock=SystemClock(),
+            settings=settings,
+            params_hash=args.hash,
+        )
+    if run.state == "approved":
+        return common.say(f"step {run.step_id} approved; the worker runs it as {run.actor}")
+    return common.say(f"your approval of step {run.step_id} is recorded; it needs more")
+
+
+def skip_step(args: argparse.Namespace, settings: Settings) -> int:
+    number = incidents.parse_ref(args.incident)
+    with common.database(settings) as db:
+        run = service.skip(
+            db,
+            number,
+            args.step,
+            person=args.actor,
+            clock=SystemClock(),
+            settings=settings,
+            note=args.note,
+        )
+    return common.say(f"step {run.step_id} skipped")
+
+
+def done_step(args: argparse.Namespace, settings: Settings) -> int:
+    number = incidents.parse_ref(args.incident)
+    with common.database(settings) as db:
+        run = service.complete(
+            db,
+            number,
+            args.step,
+            person=args.actor,
+            clock=SystemClock(),
+            settings=settings,
+            note=args.note,
+        )
+    return common.say(f"step {run.step_id} done")
+
+
+def run_worker(_: argparse.Namespace, settings: Settings) -> int:
+    from bot.worker import Worker
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with common.database(settings) as db:
+        worker = Worker(db, settings, SystemClock())
+        try:
+            worker.run_forever(stop)
+        except KeyboardInterrupt:
+            stop.set()
+    return 0

@@ -1,0 +1,337 @@
+"""The worker: claims approved step runs and runs their actions, exactly once.
+
+`run_once` first reaps: a running run whose lease ran out (its worker died or hung) is
+marked interrupted and the engine proposes a new attempt for people to decide on; it is
+never re-run on its own. Then it claims one approved run (`FOR UPDATE SKIP LOCKED` on
+PostgreSQL, so replicas never take the same run; SQLite runs one worker), marks it
+running with a lease, commits, and only then runs the action, in a thread, renewing the
+lease while it works and giving up waiting at the step's `timeout`. The result is written
+in one transaction with the engine's next proposal, but only while the run is still this
+worker's: a result that comes back after its lease was taken is recorded and dropped.
+
+`run_forever` is the loop of `runbook-bot worker` and of the thread `serve` starts; `wake`
+cuts its idle wait short when an approval was just committed in this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.actions import ActionContext, Outcome, execute, registry
+from bot.actions.types import Result
+from bot.clock import Clock
+from bot.config import Settings
+from bot.db import Database
+from bot.durations import format_duration
+from bot.errors import BotError
+from bot.incidents import history, log
+from bot.incidents import service as incidents
+from bot.runbooks import engine
+from bot.runbooks.models import StepRun
+from bot.runbooks.steps import StepState
+
+logger = logging.getLogger(__name__)
+S = StepState
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A run this worker marked running: everything needed to run it outside a transaction."""
+
+    run_id: int
+    incident: int
+    step: str
+    attempt: int
+    action: str
+    params: dict[str, Any]
+    actor: str
+    timeout: timedelta | None
+
+
+class Worker:
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        clock: Clock,
+        kube_factory: Callable[[], Any] | None = None,
+        owner: str | None = None,
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self.kube_factory = kube_factory
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._wake = threading.Event()
+
+    def wake(self) -> None:
+        """Look for work now (an approval was committed)."""
+        self._wake.set()
+
+    def run_forever(self, stop: threading.Event) -> None:
+        poll = self.settings.worker_poll.total_seconds()
+        logger.info("worker %s started", self.owner)
+        while not stop.is_set():
+            try:
+                worked = self.run_once()
+            except BotError as exc:
+                logger.warning("worker %s: %s", self.owner, exc)
+                worked = False
+            except Exception:
+                logger.exception("worker %s: unexpected error; going on", self.owner)
+                worked = False
+            if not worked:
+                self._wake.wait(poll)
+                self._wake.clear()
+        logger.info("worker %s stopped", self.owner)
+
+    def run_once(self) -> bool:
+        """Reap expired leases, then claim and run one approved step. True if it did work."""
+        reaped = self.reap()
+        claim = self.claim()
+        if claim is None:
+            return reaped > 0
+        self.perform(claim)
+        return True
+
+    def reap(self) -> int:
+        """Mark running runs whose lease ran out interrupted; the engine re-proposes them."""
+        count = 0
+        while True:
+            with self.db.transaction() as session:
+                now = self.clock.now()
+                stmt = (
+                    select(StepRun)
+                    .where(StepRun.state == S.RUNNING.value, StepRun.lease_until < now)
+                    .order_by(StepRun.id)
+                    .limit(1)
+                )
+                run = session.scalars(self._locked(stmt)).first()
+                if run is None:
+                    return count
+                incident = incidents.get(session, run.incident_number, lock=True)
+                run.finished_at = now
+                run.summary = f"interrupted: worker {run.lease_owner} stopped renewing its lease"
+                engine.transition(
+                    session,
+                    incident,
+                    run,
+                    S.INTERRUPTED,
+                    now=now,
+                    actor=engine.BOT,
+                    summary=f"step {run.step_id} interrupted: worker {run.lease_owner} lost "
+                    f"its lease at {run.lease_until:%H:%M:%S} UTC; whether the action "
+                    "finished is unknown, so it is not re-run: a person decides again",
+                    data={"owner": run.lease_owner, "lease_until": str(run.lease_until)},
+                )
+                engine.advance(session, run.incident_number, now, self.settings)
+                count += 1
+
+    def claim(self) -> Claim | None:
+        """Mark one approved run running under this worker's lease, and commit."""
+        with self.db.transaction() as session:
+            now = self.clock.now()
+            stmt = (
+                select(StepRun)
+                .where(StepRun.state == S.APPROVED.value)
+                .order_by(StepRun.id)
+                .limit(1)
+            )
+            run = session.scalars(self._locked(stmt)).first()
+            if run is None:
+                return None
+            incident = incidents.get(session, run.incident_number, lock=True)
+            _, runbook = engine.frozen_runbook(session, run.incident_number)
+            step = engine.frozen_step(runbook, run.step_id)
+            run.started_at = now
+            run.lease_owner = self.owner
+            run.lease_until = now + self.settings.worker_lease
+            engine.transition(
+                session,
+                incident,
+                run,
+                S.RUNNING,
+                now=now,
+                actor=engine.BOT,
+                summary=f"step {run.step_id} started: {run.action} {engine.brief(run.params)} "
+                f"as {run.actor} (attempt {run.attempt})",
+                data={"owner": self.owner},
+            )
+            assert run.action is not None
+            return Claim(
+                run.id,
+                run.incident_number,
+                run.step_id,
+                run.attempt,
+                run.action,
+                dict(run.params),
+                run.actor or engine.BOT.id,
+                step.timeout,
+            )
+
+    def perform(self, claim: Claim) -> None:
+        """Run a claimed action and record how it ended."""
+        outcome = self._run(claim)
+        with self.db.transaction() as session:
+            self._finish(session, claim, outcome)
+
+    def _locked(self, stmt: Any) -> Any:
+        # SQLite has one worker and takes its write lock at BEGIN; no row locks there.
+        return stmt.with_for_update(skip_locked=True) if self.db.is_postgres else stmt
+
+    def _run(self, claim: Claim) -> Outcome | None:
+        """The action's outcome, or None when it outlived the step's timeout."""
+        done: list[Outcome] = []
+
+        def target() -> None:
+            try:
+                action = registry.get(claim.action)
+                done.append(execute(action, claim.params, self._context(claim)))
+            except BotError as exc:  # unknown action, parameters refused: nothing ran
+                failed = Result(ok=False, summary=str(exc))
+                done.append(Outcome(claim.action, claim.params, failed))
+            except Exception:  # a bug; the run fails instead of the thread dying unseen
+                error_id = uuid.uuid4().hex[:8]
+                logger.exception("step run %s failed (error id %s)", claim.run_id, error_id)
+                failed = Result(ok=False, summary=f"internal error (id {error_id})")
+                done.append(Outcome(claim.action, claim.params, failed))
+
+        thread = threading.Thread(target=target, name=f"step-{claim.run_id}", daemon=True)
+        thread.start()
+        renew_every = self.settings.worker_lease.total_seconds() / 3
+        deadline = None
+        if claim.timeout is not None:
+            deadline = time.monotonic() + claim.timeout.total_seconds()
+        while thread.is_alive():
+            wait = renew_every
+            if deadline is not None:
+                wait = min(wait, max(deadline - time.monotonic(), 0))
+            thread.join(wait)
+            if not thread.is_alive():
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            self._renew(claim)
+        return done[0] if done else None
+
+    def _renew(self, claim: Claim) -> None:
+        with self.db.transaction() as session:
+            run = session.get(StepRun, claim.run_id, with_for_update=True)
+            if run is not None and run.state == S.RUNNING and run.lease_owner == self.owner:
+                run.lease_until = self.clock.now() + self.settings.worker_lease
+
+    def _context(self, claim: Claim) -> ActionContext:
+        ctx = ActionContext(
+            actor=claim.actor,
+            settings=self.settings,
+            clock=self.clock,
+            incident=f"INC-{claim.incident}",
+            record=partial(self._record, claim),
+            kube_factory=self.kube_factory,
+            alert_history=partial(history.alerts_on_node, self.db),
+        )
+        return ctx
+
+    def _record(self, claim: Claim, kind: str, summary: str, data: dict[str, Any]) -> None:
+        with self.db.transaction() as session:
+            incident = incidents.get(session, claim.incident, lock=True)
+            log.append(
+                session,
+                incident,
+                at=self.clock.now(),
+                actor=engine.actor_of(claim.actor),
+                type=kind,
+                summary=summary,
+                data={**data, "step": claim.step, "attempt": claim.attempt, "run": claim.run_id},
+            )
+
+    def _finish(self, session: Session, claim: Claim, outcome: Outcome | None) -> None:
+        now = self.clock.now()
+        run = session.get(StepRun, claim.run_id, with_for_update=True)
+        assert run is not None
+        incident = incidents.get(session, claim.incident, lock=True)
+        result = outcome.result if outcome is not None else None
+        if run.state != S.RUNNING or run.lease_owner != self.owner:
+            shown = result.summary if result is not None else "no result before its timeout"
+            log.append(
+                session,
+                incident,
+                at=now,
+                actor=engine.BOT,
+                type="step.result_dropped",
+                summary=f"step {claim.step} attempt {claim.attempt} ended after this worker "
+                f"lost it (now {run.state.replace('_', ' ')}): {shown}",
+                data={"run": run.id, "owner": self.owner, "state": run.state},
+            )
+            return
+        run.finished_at = now
+        run.lease_until = None
+        if result is None:
+            target = S.TIMED_OUT
+            limit = format_duration(claim.timeout) if claim.timeout else "?"
+            run.summary = f"no result within the step's timeout ({limit}); the action may "
+            run.summary += "still finish: its log entries will follow"
+        else:
+            target = S.SUCCEEDED if result.ok else S.FAILED
+            run.result = result.model_dump(mode="json")
+            run.summary = result.summary[:2000]
+        engine.transition(
+            session,
+            incident,
+            run,
+            target,
+            now=now,
+            actor=engine.BOT,
+            summary=f"step {claim.step} {target.value.replace('_', ' ')}: {run.summary}",
+            data={"ok": target == S.SUCCEEDED},
+        )
+        if target == S.FAILED:
+            self._retry(session, incident, run, now)
+        engine.advance(session, claim.incident, now, self.settings)
+
+    def _retry(self, session: Session, incident: Any, run: StepRun, now: datetime) -> None:
+        _, runbook = engine.frozen_runbook(session, run.incident_number)
+        step = engine.frozen_step(runbook, run.step_id)
+        if run.attempt > step.retries:
+            return
+        again = StepRun(
+            incident_number=run.incident_number,
+            step_id=run.step_id,
+            attempt=run.attempt + 1,
+            state=S.PROPOSED.value,
+            kind=run.kind,
+            action=run.action,
+            params=dict(run.params),
+            params_hash=run.params_hash,
+            approvals_required=run.approvals_required,
+            proposed_at=now,
+            decided_at=now,
+            actor=run.actor,
+            summary="",
+        )
+        session.add(again)
+        session.flush()
+        engine.transition(
+            session,
+            incident,
+            again,
+            S.APPROVED,
+            now=now,
+            actor=engine.BOT,
+            summary=f"step {run.step_id} retried: attempt {again.attempt} of "
+            f"{step.retries + 1}, same parameters, approved as {run.actor} approved attempt 1",
+            data={"retry_of": run.id},
+        )

@@ -1,0 +1,364 @@
+"""The worker runs approved steps against the simulated cluster, once, and survives crashes.
+
+Runs on SQLite and PostgreSQL; the race of several workers and many approvals is
+PostgreSQL's (SKIP LOCKED), as DESIGN invariant 9 says.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+import pytest
+
+from bot.clock import FrozenClock
+from bot.db import Database
+from bot.errors import ApprovalRefused
+from bot.sim import SimHandle, running, seed
+from bot.worker import Worker
+from tests.runbooks.rig import TWO_STEPS, Rig
+from tests.sim.waiting import TIME_SCALE, eventually
+from tests.support import server
+from tests.support.payloads import alert, notification
+
+NODE = "/api/v1/nodes/gpu-node-01"
+WAIT = 60.0
+T = TypeVar("T")
+
+
+@pytest.fixture
+def sim() -> Iterator[SimHandle]:
+    with running(seed(grace_seconds=5, startup_seconds=2), time_scale=TIME_SCALE) as handle:
+        yield handle
+
+
+@pytest.fixture
+def rig(db: Database, clock: FrozenClock, tmp_path: Path) -> Rig:
+    return Rig(db, clock, tmp_path)
+
+
+def _worker(rig: Rig, sim: SimHandle, owner: str = "w1") -> Worker:
+    return Worker(rig.db, rig.settings, rig.clock, kube_factory=sim.api_client, owner=owner)
+
+
+def _drain(worker: Worker, limit: int = 20) -> int:
+    """run_once until there is no work; how many times it worked."""
+    for done in range(limit):
+        if not worker.run_once():
+            return done
+    pytest.fail(f"the worker still had work after {limit} rounds")
+
+
+def _patches(sim: SimHandle) -> int:
+    return len(sim.cluster.requests_made(method="PATCH", path=NODE))
+
+
+def _cordoned(sim: SimHandle) -> bool:
+    return bool(sim.cluster.snapshot().nodes["gpu-node-01"].unschedulable)
+
+
+def test_a_read_step_runs_without_people_and_the_next_one_waits(rig: Rig, sim: SimHandle) -> None:
+    rig.write(TWO_STEPS)
+    number = rig.fire()
+
+    assert _drain(_worker(rig, sim)) == 1
+
+    runs = rig.runs(number)
+    assert runs["status"].state == "succeeded" and runs["status"].actor == "runbook-bot"
+    assert runs["status"].result is not None and runs["status"].result["ok"] is True
+    assert runs["cordon"].state == "awaiting_approval"
+    assert _patches(sim) == 0 and not _cordoned(sim)
+    types = rig.types(number)
+    start = types.index("step.running")
+    assert types[start:] == [
+        "step.running",
+        "action.started",
+        "action.finished",
+        "step.succeeded",
+        "step.awaiting_approval",
+    ]
+
+
+def test_an_approved_change_runs_once_as_its_approver(rig: Rig, sim: SimHandle) -> None:
+    rig.write(TWO_STEPS)
+    number = rig.fire()
+    worker = _worker(rig, sim)
+    _drain(worker)
+
+    rig.approve(number, "cordon", "alice")
+    assert _drain(worker) == 1
+
+    assert rig.states(number) == {"status": "succeeded", "cordon": "succeeded"}
+    assert _patches(sim) == 1 and _cordoned(sim)
+    started = [e for e in rig.log(number) if e.type == "action.started"][-1]
+    assert (started.actor_kind, started.actor_id) == ("human", "alice")
+    assert started.summary.startswith("alice started k8s.cordon (node=gpu-node-01")
+    assert rig.types(number)[-1] == "runbook.finished"
+
+
+FAILING = """\
+    id: gpu-xid
+    title: t
+    version: 1
+    match: {{alerts: [GPUXIDError]}}
+    steps:
+      - id: cordon
+        title: Cordon
+        action: k8s.cordon
+        with: {{node: "{{{{ labels.Hostname }}}}"}}
+        on_failure: {policy}
+        retries: {retries}
+      - {{id: after, title: After, manual: look}}
+"""
+
+
+@pytest.mark.parametrize(
+    "policy, after, logged",
+    [
+        ("stop", None, "runbook.stopped"),
+        ("continue", "awaiting_approval", None),
+        ("escalate", "awaiting_approval", "runbook.escalate"),
+    ],
+)
+def test_a_step_that_fails_follows_its_on_failure(
+    rig: Rig, sim: SimHandle, policy: str, after: str | None, logged: str | None
+) -> None:
+    rig.write(FAILING.format(policy=policy, retries=0))
+    sim.cluster.fail_requests(NODE, 403, times=5, method="PATCH")
+    number = rig.fire()
+    rig.approve(number, "cordon", "alice")
+
+    _drain(_worker(rig, sim))
+
+    states = rig.states(number)
+    assert states["cordon"] == "failed" and states.get("after") == after
+    assert "403" in rig.runs(number)["cordon"].summary or "forbidden" in (
+        rig.runs(number)["cordon"].summary.lower()
+    )
+    types = rig.types(number)
+    for kind in ("runbook.stopped", "runbook.escalate"):
+        assert types.count(kind) == (1 if kind == logged else 0)
+    assert not _cordoned(sim)
+
+
+def test_a_failed_step_with_retries_left_runs_again_with_the_same_parameters(
+    rig: Rig, sim: SimHandle
+) -> None:
+    rig.write(FAILING.format(policy="stop", retries=2))
+    sim.cluster.fail_requests(NODE, 403, times=1, method="PATCH")
+    number = rig.fire()
+    rig.approve(number, "cordon", "alice")
+
+    _drain(_worker(rig, sim))
+
+    runs = rig.all_runs(number, "cordon")
+    assert [(r.attempt, r.state) for r in runs] == [(1, "failed"), (2, "succeeded")]
+    assert runs[0].params_hash == runs[1].params_hash and runs[1].actor == "alice"
+    assert _patches(sim) == 2 and _cordoned(sim)
+    assert "runbook.stopped" not in rig.types(number)
+    assert rig.states(number)["after"] == "awaiting_approval"
+
+
+def test_a_killed_workers_run_is_interrupted_and_proposed_again_not_rerun(
+    rig: Rig, sim: SimHandle
+) -> None:
+    rig.write(TWO_STEPS)
+    number = rig.fire()
+    _drain(_worker(rig, sim))
+    rig.approve(number, "cordon", "alice")
+
+    crashed = _worker(rig, sim, owner="crashed")
+    claim = crashed.claim()  # marked running, then the process dies before running it
+    assert claim is not None and claim.step == "cordon"
+    rig.clock.advance(rig.settings.worker_lease + timedelta(seconds=1))
+
+    survivor = _worker(rig, sim, owner="survivor")
+    assert survivor.run_once() is True  # it reaped
+    assert survivor.run_once() is False  # and ran nothing
+
+    runs = rig.all_runs(number, "cordon")
+    assert [(r.attempt, r.state) for r in runs] == [(1, "interrupted"), (2, "awaiting_approval")]
+    assert runs[1].approvals_required == 1
+    assert _patches(sim) == 0 and not _cordoned(sim)
+    interrupted = next(e for e in rig.log(number) if e.type == "step.interrupted")
+    assert "worker crashed lost its lease" in interrupted.summary
+    assert "not re-run" in interrupted.summary
+
+    crashed.perform(claim)  # the dead worker's late result is dropped, not applied
+    assert rig.types(number)[-1] == "step.result_dropped"
+    assert rig.all_runs(number, "cordon")[0].state == "interrupted"
+
+
+def test_a_read_step_interrupted_by_a_crash_needs_a_person_to_run_again(
+    rig: Rig, sim: SimHandle
+) -> None:
+    rig.write(TWO_STEPS)
+    number = rig.fire()
+    assert _worker(rig, sim, owner="crashed").claim() is not None
+    rig.clock.advance(timedelta(minutes=5))
+
+    _drain(_worker(rig, sim))
+
+    runs = rig.all_runs(number, "status")
+    assert [(r.attempt, r.state) for r in runs] == [(1, "interrupted"), (2, "awaiting_approval")]
+    assert runs[1].approvals_required == 1
+    assert sim.cluster.requests_made(method="GET", path=NODE) == []
+
+
+def test_a_long_action_keeps_its_lease(rig: Rig, sim: SimHandle) -> None:
+    rig.write(TWO_STEPS)
+    number = rig.fire()
+    worker = _worker(rig, sim)
+    claim = worker.claim()
+    assert claim is not None
+    rig.clock.advance(timedelta(seconds=50))
+
+    worker._renew(claim)
+    rig.clock.advance(timedelta(seconds=50))  # past the first lease, inside the renewed one
+
+    assert _worker(rig, sim, owner="other").reap() == 0
+    worker.perform(claim)
+    assert rig.runs(number)["status"].state == "succeeded"
+
+
+def _all_at_once(jobs: list[Callable[[], T]]) -> list[T | Exception]:
+    barrier = threading.Barrier(len(jobs), timeout=WAIT)
+
+    def released(job: Callable[[], T]) -> T | Exception:
+        barrier.wait()
+        try:
+            return job()
+        except Exception as exc:  # refusals are results here
+            return exc
+
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = [pool.submit(released, job) for job in jobs]
+        return [future.result(timeout=WAIT) for future in futures]
+
+
+@pytest.mark.postgres
+def test_three_workers_and_fifty_concurrent_approvals_run_the_action_exactly_once(
+    pg_url: str, clock: FrozenClock, tmp_path: Path, sim: SimHandle
+) -> None:
+    db = Database(pg_url)
+    try:
+        people = {f"p{i:02d}": ["responder"] for i in range(50)}
+        rig = Rig(db, clock, tmp_path, roles=people)
+        rig.write(TWO_STEPS)
+        number = rig.fire()
+        workers = [_worker(rig, sim, owner=f"w{i}") for i in range(3)]
+        _drain(workers[0])
+        stop = threading.Event()
+        threads = [threading.Thread(target=w.run_forever, args=(stop,)) for w in workers]
+        for thread in threads:
+            thread.start()
+        try:
+            outcomes = _all_at_once([lambda p=p: rig.approve(number, "cordon", p) for p in people])
+            for _ in range(int(WAIT / 0.05)):
+                if rig.states(number)["cordon"] == "succeeded":
+                    break
+                stop.wait(0.05)
+            for _ in range(5):  # the workers poll again: nothing more to do
+                for worker in workers:
+                    worker.wake()
+                stop.wait(0.05)
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.wake()
+            for thread in threads:
+                thread.join(timeout=WAIT)
+        accepted = [o for o in outcomes if not isinstance(o, Exception)]
+        refused = [o for o in outcomes if isinstance(o, ApprovalRefused)]
+        assert len(accepted) == 1 and len(refused) == 49
+        assert all("already approved by" in str(r) for r in refused)
+        assert rig.states(number)["cordon"] == "succeeded"
+        assert _patches(sim) == 1
+        types = rig.types(number)
+        assert types.count("action.started") == 2  # the status read, then the cordon once
+        assert types.count("step.running") == 2
+        assert len(rig.approvals(number, "cordon")) == 1
+    finally:
+        db.dispose()
+
+
+def test_a_step_that_outlives_its_timeout_times_out_and_stops_the_runbook(
+    rig: Rig, sim: SimHandle
+) -> None:
+    rig.write(
+        """\
+        id: node-down
+        title: t
+        version: 1
+        match: {alerts: [GPUXIDError]}
+        steps:
+          - id: ready
+            title: Wait for Ready
+            action: k8s.wait_node_ready
+            with: {node: "{{ labels.Hostname }}", timeout: 2s, ready_for: 0s}
+            timeout: 1s
+          - {id: after, title: After, manual: never reached}
+        """
+    )
+    sim.cluster.set_node_ready("gpu-node-01", False)
+    number = rig.fire()
+
+    _drain(_worker(rig, sim))
+
+    run = rig.runs(number)["ready"]
+    assert (run.state, run.result) == ("timed_out", None)
+    assert run.summary.startswith("no result within the step's timeout (1s)")
+    assert rig.states(number) == {"ready": "timed_out"}
+    assert rig.types(number).count("runbook.stopped") == 1
+    for thread in threading.enumerate():  # the abandoned action ends by its own timeout
+        if thread.name.startswith("step-"):
+            thread.join(timeout=WAIT)
+    assert rig.types(number)[-1] == "action.failed"
+    assert rig.runs(number)["ready"].state == "timed_out"
+
+
+def test_a_webhook_opens_an_incident_whose_approved_step_the_served_worker_runs(
+    rig: Rig, sim: SimHandle
+) -> None:
+    rig.write(TWO_STEPS)
+    worker = _worker(rig, sim)
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run_forever, args=(stop,))
+    thread.start()
+    try:
+        with (
+            server.running(
+                rig.settings, rig.db, rig.clock, catalog=rig.catalog(), wake=worker.wake
+            ) as url,
+            httpx.Client(base_url=url, timeout=10) as client,
+        ):
+            posted = client.post(
+                "/webhooks/alertmanager", json=notification([alert(host="gpu-node-01")])
+            )
+            assert posted.status_code == 200 and posted.json()["opened"] is True
+            number = int(posted.json()["incident"].removeprefix("INC-"))
+            eventually(
+                lambda: rig.states(number).get("cordon") == "awaiting_approval",
+                timeout=WAIT,
+                what="the status step to run and the cordon to be proposed",
+            )
+            approved = client.post(
+                f"/api/incidents/{number}/steps/cordon/approve", json={"as": "alice"}
+            )
+            assert approved.status_code == 200
+            eventually(
+                lambda: rig.states(number)["cordon"] == "succeeded",
+                timeout=WAIT,
+                what="the served worker to run the cordon",
+            )
+    finally:
+        stop.set()
+        worker.wake()
+        thread.join(timeout=WAIT)
+    assert not thread.is_alive()
+    assert _patches(sim) == 1 and _cordoned(sim)

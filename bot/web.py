@@ -40,6 +40,7 @@ from bot.incidents import log, service, views
 from bot.metrics import Metrics, RequestMetrics, timer
 from bot.runbooks import service as runbooks
 from bot.runbooks.catalog import Catalog
+from bot.runbooks.models import StepRun
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +178,40 @@ def build_app(
             }
         )
 
+    def decide(
+        decision: Callable[..., StepRun], *, note_required: bool = False
+    ) -> Callable[[Request], Any]:
+        """A POST endpoint for skip, done or cancel: body {"as": USER, "note": TEXT}."""
+
+        async def endpoint(request: Request) -> Response:
+            webhook.authenticate(request.headers, settings)  # as approve_step
+            number = service.parse_ref(request.path_params["number"])
+            person, note = _note(await request.body(), required=note_required)
+            run = await run_in_threadpool(
+                partial(
+                    decision,
+                    db,
+                    number,
+                    request.path_params["step"],
+                    person=person,
+                    clock=clock,
+                    settings=settings,
+                    note=note,
+                )
+            )
+            return JSONResponse(
+                {
+                    "incident": f"INC-{number}",
+                    "step": run.step_id,
+                    "attempt": run.attempt,
+                    "state": run.state,
+                    "actor": run.actor,
+                    "summary": run.summary,
+                }
+            )
+
+        return endpoint
+
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -201,6 +236,17 @@ def build_app(
         Route("/api/incidents/{number}", show_incident, methods=["GET"]),
         Route("/api/incidents/{number}/steps", list_steps, methods=["GET"]),
         Route("/api/incidents/{number}/steps/{step}/approve", approve_step, methods=["POST"]),
+        Route("/api/incidents/{number}/steps/{step}/skip", decide(runbooks.skip), methods=["POST"]),
+        Route(
+            "/api/incidents/{number}/steps/{step}/done",
+            decide(runbooks.complete, note_required=True),
+            methods=["POST"],
+        ),
+        Route(
+            "/api/incidents/{number}/steps/{step}/cancel",
+            decide(runbooks.cancel),
+            methods=["POST"],
+        ),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_page, methods=["GET"]),
@@ -229,8 +275,8 @@ async def _error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": str(exc)}, status_code=409)
 
 
-def _decision(body: bytes) -> tuple[str, str | None]:
-    """(person, params_hash) from `{"as": "alice", "params_hash": "..."}`."""
+def _decision_body(body: bytes, shape: str) -> tuple[str, dict[str, Any]]:
+    """(person, the whole object) from a decision's JSON body; `shape` shows what to send."""
     if len(body) > MAX_DECISION_BYTES:
         raise PayloadInvalid(f"the body is larger than {MAX_DECISION_BYTES} bytes")
     try:
@@ -238,15 +284,35 @@ def _decision(body: bytes) -> tuple[str, str | None]:
     except ValueError as exc:
         raise PayloadInvalid(f"the body is not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise PayloadInvalid('send {"as": "USER", "params_hash": "..."}')
-    person, params_hash = data.get("as"), data.get("params_hash")
+        raise PayloadInvalid(f"send {shape}")
+    person = data.get("as")
     if not isinstance(person, str) or not person.strip() or len(person) > 200:
-        raise PayloadInvalid('"as" names who approves: {"as": "alice"}', field="as")
+        raise PayloadInvalid('"as" names who decides: {"as": "alice"}', field="as")
+    return person.strip(), data
+
+
+def _decision(body: bytes) -> tuple[str, str | None]:
+    """(person, params_hash) from `{"as": "alice", "params_hash": "..."}`."""
+    person, data = _decision_body(body, '{"as": "USER", "params_hash": "..."}')
+    params_hash = data.get("params_hash")
     if params_hash is not None and not isinstance(params_hash, str):
         raise PayloadInvalid(
             '"params_hash" is the hash you reviewed, a string', field="params_hash"
         )
-    return person.strip(), params_hash
+    return person, params_hash
+
+
+def _note(body: bytes, *, required: bool) -> tuple[str, str | None]:
+    """(person, note) from `{"as": "alice", "note": "replaced the cable"}`."""
+    person, data = _decision_body(body, '{"as": "USER", "note": "..."}')
+    note = data.get("note")
+    if note is not None and not isinstance(note, str):
+        raise PayloadInvalid('"note" says why, or what was done: a string', field="note")
+    if required and not (note or "").strip():
+        raise PayloadInvalid(
+            'say what was done: {"as": "alice", "note": "replaced the cable"}', field="note"
+        )
+    return person, note
 
 
 def _csv(values: list[str]) -> list[str]:

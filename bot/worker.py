@@ -2,12 +2,16 @@
 
 `run_once` first reaps: a running run whose lease ran out (its worker died or hung) is
 marked interrupted and the engine proposes a new attempt for people to decide on; it is
-never re-run on its own. Then it claims one approved run (`FOR UPDATE SKIP LOCKED` on
-PostgreSQL, so replicas never take the same run; SQLite runs one worker), marks it
-running with a lease, commits, and only then runs the action, in a thread, renewing the
-lease while it works and giving up waiting at the step's `timeout`. The result is written
-in one transaction with the engine's next proposal, but only while the run is still this
-worker's: a result that comes back after its lease was taken is recorded and dropped.
+never re-run on its own. It sweeps: a run still awaiting approval past `expires_at` is
+expired and proposed afresh. Then it claims one approved run that is due (`FOR UPDATE
+SKIP LOCKED` on PostgreSQL, so replicas never take the same run; SQLite runs one
+worker), marks it running with a lease, commits, and only then runs the action, in a
+thread, renewing the lease while it works and giving up waiting at the step's `timeout`.
+The result is written in one transaction with the engine's next proposal, but only while
+the run is still this worker's: a result that comes back after its lease was taken is
+recorded and dropped. A failure is retried by its class: with `Outcome.retry_after` (a
+`TemporaryActionError`) as a new approved attempt due that much later, while `retries`
+remain; a permanent failure never.
 
 `run_forever` is the loop of `runbook-bot worker` and of the thread `serve` starts; `wake`
 cuts its idle wait short when an approval was just committed in this process.
@@ -25,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from bot.actions import ActionContext, Outcome, execute, registry
@@ -39,7 +43,8 @@ from bot.durations import format_duration
 from bot.errors import BotError
 from bot.incidents import history, log
 from bot.incidents import service as incidents
-from bot.runbooks import engine
+from bot.incidents.models import Incident
+from bot.runbooks import approvals, engine
 from bot.runbooks.models import StepRun
 from bot.runbooks.steps import StepState
 
@@ -99,11 +104,12 @@ class Worker:
         logger.info("worker %s stopped", self.owner)
 
     def run_once(self) -> bool:
-        """Reap expired leases, then claim and run one approved step. True if it did work."""
-        reaped = self.reap()
+        """Reap expired leases, expire unapproved runs past their time, then claim and run
+        one approved step that is due. True if it did work."""
+        swept = self.reap() + self.expire()
         claim = self.claim()
         if claim is None:
-            return reaped > 0
+            return swept > 0
         self.perform(claim)
         return True
 
@@ -140,47 +146,85 @@ class Worker:
                 engine.advance(session, run.incident_number, now, self.settings)
                 count += 1
 
+    def expire(self) -> int:
+        """Expire runs still awaiting approval past `expires_at`; the engine proposes each
+        step again with fresh parameters. One run per transaction, each once: the row is
+        locked (skipped by other workers on PostgreSQL) and its state checked again."""
+        count = 0
+        while True:
+            with self.db.transaction() as session:
+                now = self.clock.now()
+                stmt = (
+                    select(StepRun)
+                    .where(
+                        StepRun.state == S.AWAITING_APPROVAL.value,
+                        StepRun.expires_at < now,
+                    )
+                    .order_by(StepRun.id)
+                    .limit(1)
+                )
+                run = session.scalars(self._locked(stmt)).first()
+                if run is None:
+                    return count
+                approvals.expire_run(session, run, now, self.settings)
+                count += 1
+
     def claim(self) -> Claim | None:
-        """Mark one approved run running under this worker's lease, and commit."""
-        with self.db.transaction() as session:
-            now = self.clock.now()
-            stmt = (
-                select(StepRun)
-                .where(StepRun.state == S.APPROVED.value)
-                .order_by(StepRun.id)
-                .limit(1)
+        """Mark one approved, due run running under this worker's lease, and commit."""
+        while True:
+            with self.db.transaction() as session:
+                claim = self._claim(session)
+                if claim is not False:
+                    return claim
+
+    def _claim(self, session: Session) -> Claim | None | Literal[False]:
+        """The claim, None when nothing is due, False when the run found was cancelled
+        because its incident ended (resolving cancels waiting runs, but one approved while
+        the incident was being resolved may slip through: it never runs)."""
+        now = self.clock.now()
+        stmt = (
+            select(StepRun)
+            .where(
+                StepRun.state == S.APPROVED.value,
+                or_(StepRun.not_before.is_(None), StepRun.not_before <= now),
             )
-            run = session.scalars(self._locked(stmt)).first()
-            if run is None:
-                return None
-            incident = incidents.get(session, run.incident_number, lock=True)
-            _, runbook = engine.frozen_runbook(session, run.incident_number)
-            step = engine.frozen_step(runbook, run.step_id)
-            run.started_at = now
-            run.lease_owner = self.owner
-            run.lease_until = now + self.settings.worker_lease
-            engine.transition(
-                session,
-                incident,
-                run,
-                S.RUNNING,
-                now=now,
-                actor=engine.BOT,
-                summary=f"step {run.step_id} started: {run.action} {engine.brief(run.params)} "
-                f"as {run.actor} (attempt {run.attempt})",
-                data={"owner": self.owner},
-            )
-            assert run.action is not None
-            return Claim(
-                run.id,
-                run.incident_number,
-                run.step_id,
-                run.attempt,
-                run.action,
-                dict(run.params),
-                run.actor or engine.BOT.id,
-                step.timeout,
-            )
+            .order_by(StepRun.id)
+            .limit(1)
+        )
+        run = session.scalars(self._locked(stmt)).first()
+        if run is None:
+            return None
+        incident = incidents.get(session, run.incident_number, lock=True)
+        if not engine.running(incident):
+            approvals.cancel_open(session, incident, [run], engine.BOT, now)
+            return False
+        _, runbook = engine.frozen_runbook(session, run.incident_number)
+        step = engine.frozen_step(runbook, run.step_id)
+        run.started_at = now
+        run.lease_owner = self.owner
+        run.lease_until = now + self.settings.worker_lease
+        engine.transition(
+            session,
+            incident,
+            run,
+            S.RUNNING,
+            now=now,
+            actor=engine.BOT,
+            summary=f"step {run.step_id} started: {run.action} {engine.brief(run.params)} "
+            f"as {run.actor} (attempt {run.attempt})",
+            data={"owner": self.owner},
+        )
+        assert run.action is not None
+        return Claim(
+            run.id,
+            run.incident_number,
+            run.step_id,
+            run.attempt,
+            run.action,
+            dict(run.params),
+            run.actor or engine.BOT.id,
+            step.timeout,
+        )
 
     def perform(self, claim: Claim) -> None:
         """Run a claimed action and record how it ended."""
@@ -299,14 +343,46 @@ class Worker:
             data={"ok": target == S.SUCCEEDED},
         )
         if target == S.FAILED:
-            self._retry(session, incident, run, now)
+            assert outcome is not None
+            self._retry(session, incident, run, now, outcome.retry_after)
         engine.advance(session, claim.incident, now, self.settings)
 
-    def _retry(self, session: Session, incident: Any, run: StepRun, now: datetime) -> None:
+    def _retry(
+        self,
+        session: Session,
+        incident: Incident,
+        run: StepRun,
+        now: datetime,
+        retry_after: float | None,
+    ) -> None:
+        """Try a failed run again if its failure was temporary and retries remain.
+
+        The error's class decided (`Outcome.retry_after` is set only by
+        `TemporaryActionError`): a permanent failure (refused, forbidden, not found) is
+        never retried, and the log says so when retries were left."""
         _, runbook = engine.frozen_runbook(session, run.incident_number)
         step = engine.frozen_step(runbook, run.step_id)
         if run.attempt > step.retries:
             return
+        if retry_after is None or not engine.running(incident):
+            why = (
+                f"{incident.ref} is {incident.status}"
+                if not engine.running(incident)
+                else "the failure is permanent (refused, forbidden or not found), and "
+                "retrying a refused action cannot help"
+            )
+            log.append(
+                session,
+                incident,
+                at=now,
+                actor=engine.BOT,
+                type="step.not_retried",
+                summary=f"step {run.step_id} is not retried ({step.retries + 1 - run.attempt} "
+                f"{'retry' if step.retries + 1 - run.attempt == 1 else 'retries'} left): {why}",
+                data={"step": run.step_id, "attempt": run.attempt, "run": run.id},
+            )
+            return
+        due = now + timedelta(seconds=max(retry_after, 0.0))
         again = StepRun(
             incident_number=run.incident_number,
             step_id=run.step_id,
@@ -319,8 +395,9 @@ class Worker:
             approvals_required=run.approvals_required,
             proposed_at=now,
             decided_at=now,
+            not_before=due,
             actor=run.actor,
-            summary="",
+            summary=f"retry of attempt {run.attempt}, not before {due:%H:%M:%S} UTC",
         )
         session.add(again)
         session.flush()
@@ -332,6 +409,8 @@ class Worker:
             now=now,
             actor=engine.BOT,
             summary=f"step {run.step_id} retried: attempt {again.attempt} of "
-            f"{step.retries + 1}, same parameters, approved as {run.actor} approved attempt 1",
-            data={"retry_of": run.id},
+            f"{step.retries + 1}, same parameters, approved as {run.actor} approved attempt 1, "
+            f"not before {due:%H:%M:%S} UTC (the failure was temporary: try again in "
+            f"{format_duration(due - now)})",
+            data={"retry_of": run.id, "not_before": due.isoformat(), "retry_after": retry_after},
         )

@@ -63,6 +63,7 @@ def upgrade() -> None:
         sa.Column("approvals_required", sa.Integer(), nullable=False),
         _at("proposed_at", nullable=False),
         _at("expires_at"),
+        _at("not_before"),
         _at("decided_at"),
         _at("started_at"),
         _at("finished_at"),

@@ -13,6 +13,7 @@ from bot.clock import SystemClock
 from bot.config import Settings
 from bot.incidents import log, service, views
 from bot.incidents.models import Incident
+from bot.runbooks import service as runbooks
 
 
 def list_incidents(args: argparse.Namespace, settings: Settings) -> int:
@@ -84,7 +85,22 @@ def ack(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def resolve(args: argparse.Namespace, settings: Settings) -> int:
-    return _transition(args, settings, service.resolve, disposition=args.note, owner=args.owner)
+    """Resolve, cancelling the incident's steps that have not started (same transaction)."""
+    number = service.parse_ref(args.incident)
+    with common.database(settings) as db:
+        incident, cancelled = runbooks.resolve(
+            db,
+            number,
+            actor=log.Actor.human(args.actor),
+            clock=SystemClock(),
+            disposition=args.note,
+            owner=args.owner,
+        )
+    steps = ", ".join(run.step_id for run in cancelled)
+    return common.say(
+        f"{incident.ref} {incident.status} (owner: {incident.owner or '-'})"
+        + (f"; cancelled steps not yet run: {steps}" if steps else "")
+    )
 
 
 def reopen(args: argparse.Namespace, settings: Settings) -> int:

@@ -1,5 +1,5 @@
 """Commands on an incident's runbook steps, until chat buttons land: steps, approve, skip,
-done; and `worker`, which runs approved steps in its own process."""
+done, cancel; and `worker`, which runs approved steps in its own process."""
 
 from __future__ import annotations
 
@@ -58,6 +58,16 @@ def add_commands(commands: Any) -> None:
     _decision(done)
     done.add_argument("--note", required=True, help="what was done")
     done.set_defaults(handler=done_step)
+
+    cancel = commands.add_parser(
+        "cancel",
+        help="cancel a step that has not started, stopping the runbook",
+        description="Cancel a step that is proposed, waiting for approval or approved but "
+        "not yet running. The runbook stops there; a running action cannot be called back.",
+    )
+    _decision(cancel)
+    cancel.add_argument("--note", help="why")
+    cancel.set_defaults(handler=cancel_step)
 
     worker = commands.add_parser(
         "worker",
@@ -138,6 +148,21 @@ def done_step(args: argparse.Namespace, settings: Settings) -> int:
             note=args.note,
         )
     return common.say(f"step {run.step_id} done")
+
+
+def cancel_step(args: argparse.Namespace, settings: Settings) -> int:
+    number = incidents.parse_ref(args.incident)
+    with common.database(settings) as db:
+        run = service.cancel(
+            db,
+            number,
+            args.step,
+            person=args.actor,
+            clock=SystemClock(),
+            settings=settings,
+            note=args.note,
+        )
+    return common.say(f"step {run.step_id} cancelled; the runbook stops there")
 
 
 def run_worker(_: argparse.Namespace, settings: Settings) -> int:

@@ -1,4 +1,4 @@
-"""People deciding on steps: approve, skip, mark a manual step done, and expiry.
+"""People deciding on steps: approve, skip, mark a manual step done, cancel, and expiry.
 
 Who may decide comes from the `roles` setting (person id -> roles); anyone with a role
 may approve. An approval is a row per (run, person), so one person counts once and a
@@ -10,7 +10,9 @@ the run and logs it in the caller's transaction.
 Refusals raise and write nothing. Expiry is the one refusal with an effect to keep: the
 run becomes `expired` and the step is proposed again. `approve` raises `ApprovalExpired`
 without writing, and the caller records the expiry in its own transaction with `expire`
-(`service.approve` does both).
+(`service.approve` does both); the worker's sweep expires the rest with `expire_run`.
+Cancelling stops the runbook; resolving the incident cancels every run that has not
+started (`open_runs`, then `cancel_open`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.config import Settings
-from bot.errors import ApprovalExpired, ApprovalRefused, StepNotFound
+from bot.errors import ApprovalExpired, ApprovalRefused, StepNotFound, TransitionRefused
 from bot.incidents import log
 from bot.incidents import service as incidents
+from bot.incidents.models import Incident
 from bot.runbooks import engine
 from bot.runbooks.models import StepApproval, StepRun
 from bot.runbooks.steps import StepState, check
@@ -122,6 +125,11 @@ def approve(
             f"needs {missing} more approval{'s' * (missing != 1)} from someone else"
         )
     incident = incidents.get(session, number, lock=True)
+    if not engine.running(incident):
+        raise ApprovalRefused(
+            f"{incident.ref} is {incident.status}: its steps no longer run; reopen it to "
+            "act on it again"
+        )
     approval = StepApproval(
         step_run_id=run.id,
         approver=person,
@@ -163,9 +171,15 @@ def approve(
 
 def expire(session: Session, number: int, step_id: str, now: datetime, settings: Settings) -> bool:
     """Expire the step's waiting run if its time is up, and propose the step again."""
-    run = current_run(session, number, step_id, lock=True)
+    return expire_run(session, current_run(session, number, step_id, lock=True), now, settings)
+
+
+def expire_run(session: Session, run: StepRun, now: datetime, settings: Settings) -> bool:
+    """`expire` for a run the caller has locked (the worker's sweep finds them by time).
+    Approved runs are never expired here: their approval was given in time."""
     if run.state != S.AWAITING_APPROVAL or run.expires_at is None or now <= run.expires_at:
         return False
+    number, step_id = run.incident_number, run.step_id
     incident = incidents.get(session, number, lock=True)
     run.finished_at = now
     run.summary = "no approval in time"
@@ -250,3 +264,94 @@ def complete(
     )
     engine.advance(session, number, now, settings)
     return run
+
+
+def cancel(
+    session: Session,
+    number: int,
+    step_id: str,
+    person: str,
+    now: datetime,
+    settings: Settings,
+    note: str | None = None,
+) -> StepRun:
+    """A person decides a step that has not started will not run, and stops the runbook."""
+    role = role_of(settings, person)
+    run = current_run(session, number, step_id, lock=True)
+    if run.state == S.RUNNING:
+        raise TransitionRefused(
+            f"cannot cancel step {step_id}: its action is running and cannot be called back; "
+            "wait for its result (with on_failure: stop a failure halts the runbook)"
+        )
+    check(step_id, run.state, S.CANCELLED)
+    incident = incidents.get(session, number, lock=True)
+    why = f": {note}" if note else ""
+    run.actor, run.decided_at, run.finished_at = person, now, now
+    run.lease_until = None
+    run.summary = f"cancelled by {person}{why}"
+    engine.transition(
+        session,
+        incident,
+        run,
+        S.CANCELLED,
+        now=now,
+        actor=log.Actor.human(person),
+        summary=f"{person} ({role}) cancelled step {step_id}{why}; the runbook stops here",
+        data={"note": note},
+    )
+    engine.advance(session, number, now, settings)
+    return run
+
+
+def open_runs(session: Session, number: int, *, skip_locked: bool = False) -> list[StepRun]:
+    """The incident's runs that have not ended, locked (take them before the incident row:
+    the engine's lock order; after it only with `skip_locked`)."""
+    ended = [state.value for state in StepState if state.terminal]
+    stmt = (
+        select(StepRun)
+        .where(StepRun.incident_number == number, StepRun.state.not_in(ended))
+        .order_by(StepRun.id)
+        .with_for_update(skip_locked=skip_locked)
+    )
+    return list(session.scalars(stmt))
+
+
+def cancel_open(
+    session: Session,
+    incident: Incident,
+    runs: list[StepRun],
+    actor: log.Actor,
+    now: datetime,
+) -> list[StepRun]:
+    """Cancel `runs` (from `open_runs`) because the incident ended: none of its steps runs
+    afterwards. A run whose action is already running cannot be called back; it is left
+    to finish and the log says so (the engine proposes nothing after it)."""
+    cancelled = []
+    for run in runs:
+        if run.state == S.RUNNING:
+            log.append(
+                session,
+                incident,
+                at=now,
+                actor=actor,
+                type="step.left_running",
+                summary=f"step {run.step_id} was already running when {incident.ref} became "
+                f"{incident.status}; its result will be recorded, and nothing runs after it",
+                data={"step": run.step_id, "attempt": run.attempt, "run": run.id},
+            )
+            continue
+        run.actor, run.decided_at, run.finished_at = actor.id, now, now
+        run.summary = f"cancelled: {incident.ref} {incident.status} by {actor.name}"
+        engine.transition(
+            session,
+            incident,
+            run,
+            S.CANCELLED,
+            now=now,
+            actor=actor,
+            summary=f"step {run.step_id} cancelled: {incident.ref} was {incident.status} by "
+            f"{actor.name}",
+            data={"incident_status": incident.status},
+        )
+        cancelled.append(run)
+    return cancelled

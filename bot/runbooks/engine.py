@@ -9,7 +9,8 @@ head of the log's hash chain), so two transactions never wait on each other in a
 first step that has no run yet (rendering `when` and `with` against what is known now),
 and stops at the first run that has not ended. A run that ended badly decides by the
 step's `on_failure`: `stop` halts the runbook, `continue` goes on, `escalate` records
-`runbook.escalate` (the escalation room pages on it) and goes on. A run that was
+`runbook.escalate` (the escalation room pages on it) and goes on; a cancelled run stops
+it. Nothing is proposed once the incident is resolved or closed. A run that was
 interrupted (its worker died) or expired (nobody approved in time) is proposed again as a
 new attempt for people to decide; nothing is ever re-run on its own.
 """
@@ -31,6 +32,7 @@ from bot.config import Settings
 from bot.errors import BotError, StepNotFound
 from bot.incidents import log
 from bot.incidents import service as incidents
+from bot.incidents.lifecycle import Status
 from bot.incidents.models import Incident, LogEntry
 from bot.runbooks import templates
 from bot.runbooks.catalog import Catalog
@@ -185,11 +187,18 @@ def transition(
     )
 
 
+def running(incident: Incident) -> bool:
+    """Whether the incident's runbook may still propose and retry steps: not once it is
+    resolved or closed (resolving cancels its waiting steps)."""
+    return Status(incident.status).active
+
+
 def advance(session: Session, number: int, now: datetime, settings: Settings) -> None:
-    """Propose what is due next; a no-op when the incident follows no runbook."""
+    """Propose what is due next; a no-op when the incident follows no runbook or is no
+    longer active."""
     incident = incidents.get(session, number, lock=True)
     frozen = session.get(IncidentRunbook, number)
-    if frozen is None:
+    if frozen is None or not running(incident):
         return
     runbook = Runbook.model_validate(frozen.document)
     latest = latest_runs(session, number)
@@ -217,7 +226,10 @@ def advance(session: Session, number: int, now: datetime, settings: Settings) ->
             "ok": state == S.SUCCEEDED,
             "result": dict(run.result or {}),
         }
-        if not state.terminal or state == S.CANCELLED:
+        if not state.terminal:
+            return
+        if state == S.CANCELLED:
+            _once(session, incident, run, now, "runbook.stopped", _stopped(step, run))
             return
         if state in (S.FAILED, S.TIMED_OUT):
             if step.on_failure == "stop":

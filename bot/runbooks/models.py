@@ -43,7 +43,8 @@ class StepRun(Base):
     __tablename__ = "step_runs"
     __table_args__ = (
         UniqueConstraint("incident_number", "step_id", "attempt", name="uq_step_runs_attempt"),
-        # What the worker claims: approved runs, and running ones whose lease ran out.
+        # What the worker claims: approved runs (once due), and running ones whose lease
+        # ran out; the expiry sweep looks for awaiting runs past `expires_at`.
         Index("ix_step_runs_state_lease", "state", "lease_until"),
     )
 
@@ -61,6 +62,9 @@ class StepRun(Base):
     proposed_at: Mapped[datetime]
     expires_at: Mapped[datetime | None]
     """Approvals given after this no longer count; the run expires."""
+    not_before: Mapped[datetime | None]
+    """An approved run is not claimed before this: a retry waits as long as the failure's
+    `retry_after` said (the API was throttled, the BMC did not answer)."""
     decided_at: Mapped[datetime | None]
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]

@@ -2,7 +2,8 @@
 
 Each function is one transaction (two for an expired approval: the refusal writes
 nothing, then the expiry and the new proposal commit on their own). `step_rows` is what
-`runbook-bot steps` and `GET /api/incidents/{n}/steps` show.
+`runbook-bot steps` and `GET /api/incidents/{n}/steps` show. `resolve` resolves an
+incident and cancels its steps that have not started, together.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
 from bot.errors import ApprovalExpired
+from bot.incidents import log
 from bot.incidents import service as incidents
+from bot.incidents.models import Incident
 from bot.runbooks import approvals, engine
 from bot.runbooks.models import StepRun
 
@@ -37,6 +40,8 @@ class StepRow:
     approvals_required: int
     approvers: list[str]
     expires_at: str | None
+    not_before: str | None
+    """A retry waits until then (the failure said when to try again)."""
     actor: str | None
     summary: str
 
@@ -61,7 +66,9 @@ def _row(
     session: Session, step: str, title: str, action: str | None, run: StepRun | None
 ) -> StepRow:
     if run is None:
-        return StepRow(step, title, "not_reached", 0, "", action, {}, "", 0, 0, [], None, None, "")
+        return StepRow(
+            step, title, "not_reached", 0, "", action, {}, "", 0, 0, [], None, None, None, ""
+        )
     given = approvals.approvals_of(session, run)
     return StepRow(
         step=step,
@@ -76,6 +83,7 @@ def _row(
         approvals_required=run.approvals_required,
         approvers=[a.approver for a in given],
         expires_at=run.expires_at.isoformat() if run.expires_at else None,
+        not_before=run.not_before.isoformat() if run.not_before else None,
         actor=run.actor,
         summary=run.summary,
     )
@@ -128,3 +136,43 @@ def complete(
 ) -> StepRun:
     with db.transaction() as session:
         return approvals.complete(session, number, step_id, person, clock.now(), settings, note)
+
+
+def cancel(
+    db: Database,
+    number: int,
+    step_id: str,
+    *,
+    person: str,
+    clock: Clock,
+    settings: Settings,
+    note: str | None = None,
+) -> StepRun:
+    with db.transaction() as session:
+        return approvals.cancel(session, number, step_id, person, clock.now(), settings, note)
+
+
+def resolve(
+    db: Database,
+    number: int,
+    *,
+    actor: log.Actor,
+    clock: Clock,
+    disposition: str | None,
+    owner: str | None = None,
+) -> tuple[Incident, list[StepRun]]:
+    """Resolve the incident and cancel its steps that have not started, in one
+    transaction: a resolved incident's steps never run afterwards. (The incidents room
+    cannot do this itself: runbooks sit above it.)"""
+    with db.transaction() as session:
+        now = clock.now()
+        runs = approvals.open_runs(session, number)  # run rows before the incident row
+        incident = incidents.resolve(
+            session, number, actor=actor, at=now, disposition=disposition, owner=owner
+        )
+        # A step that ended between the two locks may have proposed the next one; a run
+        # someone else holds is skipped (an approval or a claim then sees the incident
+        # resolved and refuses it).
+        later = approvals.open_runs(session, number, skip_locked=True)
+        runs += [run for run in later if run not in runs]
+        return incident, approvals.cancel_open(session, incident, runs, actor, now)

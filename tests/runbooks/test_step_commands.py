@@ -105,3 +105,55 @@ def test_the_cli_says_when_an_incident_follows_no_runbook(
         "runbook-bot: alice has no role that may decide on steps; an admin adds them to the "
         "`roles` setting (responder, second_line or admin)",
     ]
+
+
+def test_the_api_skips_marks_done_and_cancels_with_the_webhook_token(
+    rig: Rig, serve: Callable[..., httpx.Client]
+) -> None:
+    number, other = rig.fire(), rig.fire()
+    client = serve(roles=ROLES, webhook_token=TOKEN)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    steps = f"/api/incidents/{number}/steps"
+
+    assert client.post(f"{steps}/call/done", json={"as": "alice", "note": "x"}).status_code == 401
+    blank = client.post(f"{steps}/call/done", json={"as": "alice", "note": " "}, headers=auth)
+    assert blank.status_code == 400 and blank.json()["field"] == "note"
+    nobody = client.post(f"{steps}/call/skip", json={"as": "mallory"}, headers=auth)
+    assert nobody.status_code == 409 and "mallory has no role" in nobody.json()["error"]
+
+    done = client.post(f"{steps}/call/done", json={"as": "alice", "note": "called"}, headers=auth)
+    assert done.status_code == 200
+    assert done.json() == {
+        "incident": f"INC-{number}",
+        "step": "call",
+        "attempt": 1,
+        "state": "succeeded",
+        "actor": "alice",
+        "summary": "called",
+    }
+    cancelled = client.post(
+        f"{steps}/cordon/cancel", json={"as": "bob", "note": "not needed"}, headers=auth
+    )
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    again = client.post(f"{steps}/cordon/cancel", json={"as": "bob"}, headers=auth)
+    assert again.status_code == 409 and "it already ended (cancelled)" in again.json()["error"]
+    skipped = client.post(
+        f"/api/incidents/{other}/steps/call/skip", json={"as": "carol"}, headers=auth
+    )
+    assert skipped.status_code == 200 and skipped.json()["summary"] == "skipped by carol"
+
+    assert rig.states(number) == {"call": "succeeded", "cordon": "cancelled"}
+    assert rig.states(other) == {"call": "skipped", "cordon": "awaiting_approval"}
+    assert rig.types(number)[-2:] == ["step.cancelled", "runbook.stopped"]
+
+
+def test_the_decision_endpoints_are_open_without_a_webhook_token_like_approve(
+    rig: Rig, serve: Callable[..., httpx.Client]
+) -> None:
+    number = rig.fire()
+    client = serve(roles=ROLES)
+
+    skipped = client.post(f"/api/incidents/{number}/steps/call/skip", json={"as": "alice"})
+
+    assert skipped.status_code == 200 and skipped.json()["state"] == "skipped"
+    assert client.post(f"/api/incidents/{number}/steps/x/cancel", json=[]).status_code == 400

@@ -146,22 +146,63 @@ def test_a_step_that_fails_follows_its_on_failure(
     assert not _cordoned(sim)
 
 
-def test_a_failed_step_with_retries_left_runs_again_with_the_same_parameters(
+def test_a_temporary_failure_is_retried_with_the_same_parameters_once_it_is_due(
     rig: Rig, sim: SimHandle
 ) -> None:
+    rig.write(FAILING.format(policy="stop", retries=2))
+    # The client retries 503 itself (4 tries); the fifth PATCH is the worker's retry.
+    sim.cluster.fail_requests(NODE, 503, times=4, method="PATCH")
+    number = rig.fire()
+    rig.approve(number, "cordon", "alice")
+    worker = _worker(rig, sim)
+
+    assert _drain(worker) == 1  # ran attempt 1; attempt 2 is not due yet
+
+    runs = rig.all_runs(number, "cordon")
+    assert [(r.attempt, r.state) for r in runs] == [(1, "failed"), (2, "approved")]
+    assert runs[1].not_before == rig.clock.now() + timedelta(seconds=5)  # the error's delay
+    assert _patches(sim) == 4 and not _cordoned(sim)
+    retried = [e for e in rig.log(number) if e.type == "step.approved"][-1]
+    assert retried.data["retry_of"] == runs[0].id and retried.data["retry_after"] == 5.0
+    assert "not before 22:05:35 UTC (the failure was temporary: try again in 5s)" in (
+        retried.summary
+    )
+
+    rig.clock.advance(timedelta(seconds=4))
+    assert worker.run_once() is False
+    rig.clock.advance(timedelta(seconds=1))
+    assert _drain(worker) == 1
+
+    runs = rig.all_runs(number, "cordon")
+    assert [(r.attempt, r.state) for r in runs] == [(1, "failed"), (2, "succeeded")]
+    assert runs[0].params_hash == runs[1].params_hash and runs[1].actor == "alice"
+    assert _patches(sim) == 5 and _cordoned(sim)
+    assert "runbook.stopped" not in rig.types(number)
+    assert rig.states(number)["after"] == "awaiting_approval"
+
+
+def test_a_permanent_failure_is_not_retried_and_the_log_says_why(rig: Rig, sim: SimHandle) -> None:
     rig.write(FAILING.format(policy="stop", retries=2))
     sim.cluster.fail_requests(NODE, 403, times=1, method="PATCH")
     number = rig.fire()
     rig.approve(number, "cordon", "alice")
 
-    _drain(_worker(rig, sim))
+    assert _drain(_worker(rig, sim)) == 1
 
     runs = rig.all_runs(number, "cordon")
-    assert [(r.attempt, r.state) for r in runs] == [(1, "failed"), (2, "succeeded")]
-    assert runs[0].params_hash == runs[1].params_hash and runs[1].actor == "alice"
-    assert _patches(sim) == 2 and _cordoned(sim)
-    assert "runbook.stopped" not in rig.types(number)
-    assert rig.states(number)["after"] == "awaiting_approval"
+    assert [(r.attempt, r.state) for r in runs] == [(1, "failed")]
+    assert _patches(sim) == 1 and not _cordoned(sim)
+    types = rig.types(number)
+    assert types[types.index("step.failed") :] == [
+        "step.failed",
+        "step.not_retried",
+        "runbook.stopped",
+    ]
+    why = next(e for e in rig.log(number) if e.type == "step.not_retried")
+    assert why.summary == (
+        "step cordon is not retried (2 retries left): the failure is permanent (refused, "
+        "forbidden or not found), and retrying a refused action cannot help"
+    )
 
 
 def test_a_killed_workers_run_is_interrupted_and_proposed_again_not_rerun(
@@ -362,3 +403,100 @@ def test_a_webhook_opens_an_incident_whose_approved_step_the_served_worker_runs(
         thread.join(timeout=WAIT)
     assert not thread.is_alive()
     assert _patches(sim) == 1 and _cordoned(sim)
+
+
+CORDON_ONLY = """\
+    id: gpu-xid
+    title: t
+    version: 1
+    match: {alerts: [GPUXIDError]}
+    steps:
+      - id: cordon
+        title: Cordon
+        action: k8s.cordon
+        with: {node: "{{ labels.Hostname }}"}
+"""
+
+
+def test_the_worker_expires_a_step_nobody_approved_in_time_and_proposes_it_afresh(
+    rig: Rig, sim: SimHandle
+) -> None:
+    rig.write(CORDON_ONLY)
+    number = rig.fire()
+    worker = _worker(rig, sim)
+    first = rig.runs(number)["cordon"]
+    assert first.expires_at == rig.clock.now() + rig.settings.approval_ttl
+
+    rig.clock.advance(rig.settings.approval_ttl)  # exactly at expires_at: still waiting
+    assert worker.run_once() is False
+    rig.clock.advance(timedelta(seconds=1))
+    assert worker.run_once() is True
+    assert worker.run_once() is False  # once
+
+    runs = rig.all_runs(number, "cordon")
+    assert [(r.attempt, r.state) for r in runs] == [(1, "expired"), (2, "awaiting_approval")]
+    assert runs[1].expires_at == rig.clock.now() + rig.settings.approval_ttl
+    assert runs[1].params == first.params and runs[1].approvals_required == 1
+    types = rig.types(number)
+    assert types[-2:] == ["step.expired", "step.awaiting_approval"]
+    expired = next(e for e in rig.log(number) if e.type == "step.expired")
+    assert expired.actor_id == "runbook-bot"
+    assert expired.summary == "step cordon expired: not approved by 22:20:30 UTC"
+    assert _patches(sim) == 0
+
+
+def test_an_approved_step_not_yet_claimed_is_not_expired_and_still_runs(
+    rig: Rig, sim: SimHandle
+) -> None:
+    rig.write(CORDON_ONLY)
+    number = rig.fire()
+    rig.approve(number, "cordon", "alice")
+    rig.clock.advance(rig.settings.approval_ttl + timedelta(minutes=5))
+    worker = _worker(rig, sim)
+
+    assert worker.expire() == 0
+    assert _drain(worker) == 1
+
+    assert [(r.attempt, r.state) for r in rig.all_runs(number, "cordon")] == [(1, "succeeded")]
+    assert "step.expired" not in rig.types(number)
+    assert _patches(sim) == 1 and _cordoned(sim)
+
+
+def test_a_manual_step_waits_for_its_person_without_expiring(rig: Rig, sim: SimHandle) -> None:
+    rig.write(FAILING.format(policy="continue", retries=0))
+    sim.cluster.fail_requests(NODE, 403, times=1, method="PATCH")
+    number = rig.fire()
+    rig.approve(number, "cordon", "alice")
+    _drain(_worker(rig, sim))
+    rig.clock.advance(timedelta(days=1))
+
+    assert _worker(rig, sim).expire() == 0
+    assert rig.states(number)["after"] == "awaiting_approval"
+
+
+@pytest.mark.postgres
+def test_several_workers_expire_each_overdue_step_exactly_once(
+    pg_url: str, clock: FrozenClock, tmp_path: Path
+) -> None:
+    db = Database(pg_url)
+    try:
+        rig = Rig(db, clock, tmp_path)
+        rig.write(CORDON_ONLY)
+        numbers = [rig.fire() for _ in range(8)]
+        rig.clock.advance(rig.settings.approval_ttl + timedelta(seconds=1))
+        workers = [Worker(db, rig.settings, clock, owner=f"w{i}") for i in range(4)]
+
+        counts = _all_at_once([w.expire for w in workers])
+
+        assert sum(c for c in counts if isinstance(c, int)) == 8
+        assert all(isinstance(c, int) for c in counts)
+        for number in numbers:
+            runs = rig.all_runs(number, "cordon")
+            assert [(r.attempt, r.state) for r in runs] == [
+                (1, "expired"),
+                (2, "awaiting_approval"),
+            ]
+            assert rig.types(number).count("step.expired") == 1
+        assert [w.expire() for w in workers] == [0, 0, 0, 0]
+    finally:
+        db.dispose()

@@ -1,12 +1,18 @@
-"""Runbook files written into a temporary directory, and what loading them reports."""
+"""Runbook files written into a temporary directory and what loading them reports; and
+`drive`, the shipped runbooks end to end against the simulator (tests/runbooks/drive.py)."""
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from bot.clock import FrozenClock
+from bot.db import Database
+from bot.sim import seed
+from tests.runbooks.drive import Drive, simulated_time, simulator
 
 # A small valid runbook. Line numbers matter: tests point at its lines.
 GOOD = """\
@@ -77,3 +83,17 @@ def write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Write:
         return path
 
     return write_file
+
+
+@pytest.fixture
+def drive(
+    db: Database, clock: FrozenClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Drive]:
+    """The shipped runbooks behind the served webhook, the seed cluster with Redfish
+    BMCs, and a worker."""
+    simulated_time(monkeypatch)
+    with (
+        simulator(seed(grace_seconds=5, startup_seconds=2)) as sim,
+        Drive(db, clock, tmp_path, sim).serving() as drive,
+    ):
+        yield drive

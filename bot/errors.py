@@ -15,6 +15,10 @@
     ├── ApprovalRefused           this approval does not count (no role, twice, params changed)
     │   └── ApprovalExpired       the step waited longer than approval_ttl
     ├── LogTampered               the incident log does not verify
+    ├── RunbookInvalid            runbook files have problems (bot.runbooks.loader; each
+    │                             with file:line:column)
+    ├── TemplateError             a runbook template does not parse, render, or is refused
+    │                             by the sandbox (bot.runbooks.templates)
     ├── ActionUnknown             no registered action has that name
     ├── ParamsInvalid             action parameters failed their model (no call was made)
     └── ActionError               an action failed; the class carries the retry decision

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -49,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BotError as exc:
         print(f"runbook-bot: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # `runbook-bot steps INC-1 | head`: the reader left; say nothing, like kubectl.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -152,30 +152,14 @@ def build_app(
         webhook.authenticate(request.headers, settings)
         number = service.parse_ref(request.path_params["number"])
         person, params_hash = _decision(await request.body())
-        run = await run_in_threadpool(
-            partial(
-                runbooks.approve,
-                db,
-                number,
-                request.path_params["step"],
-                person=person,
-                clock=clock,
-                settings=settings,
-                params_hash=params_hash,
-            )
-        )
+        run = await on_step(request, runbooks.approve, number, person, params_hash=params_hash)
         if run.state == "approved" and wake is not None:
             wake()
-        return JSONResponse(
-            {
-                "incident": f"INC-{number}",
-                "step": run.step_id,
-                "attempt": run.attempt,
-                "state": run.state,
-                "actor": run.actor,
-                "approvals_required": run.approvals_required,
-                "params_hash": run.params_hash,
-            }
+        return _step_answer(
+            number,
+            run,
+            approvals_required=run.approvals_required,
+            params_hash=run.params_hash,
         )
 
     def decide(
@@ -187,30 +171,24 @@ def build_app(
             webhook.authenticate(request.headers, settings)  # as approve_step
             number = service.parse_ref(request.path_params["number"])
             person, note = _note(await request.body(), required=note_required)
-            run = await run_in_threadpool(
-                partial(
-                    decision,
-                    db,
-                    number,
-                    request.path_params["step"],
-                    person=person,
-                    clock=clock,
-                    settings=settings,
-                    note=note,
-                )
-            )
-            return JSONResponse(
-                {
-                    "incident": f"INC-{number}",
-                    "step": run.step_id,
-                    "attempt": run.attempt,
-                    "state": run.state,
-                    "actor": run.actor,
-                    "summary": run.summary,
-                }
-            )
+            run = await on_step(request, decision, number, person, note=note)
+            return _step_answer(number, run, summary=run.summary)
 
         return endpoint
+
+    async def on_step(
+        request: Request,
+        decision: Callable[..., StepRun],
+        number: int,
+        person: str,
+        **extra: Any,
+    ) -> StepRun:
+        """Call a `runbooks` decision on the step the path names, in the thread pool."""
+        step = request.path_params["step"]
+        call = partial(
+            decision, db, number, step, person=person, clock=clock, settings=settings, **extra
+        )
+        return await run_in_threadpool(call)
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -273,6 +251,20 @@ async def _error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, IncidentNotFound | StepNotFound):
         return JSONResponse({"error": str(exc)}, status_code=404)
     return JSONResponse({"error": str(exc)}, status_code=409)
+
+
+def _step_answer(number: int, run: StepRun, **more: Any) -> Response:
+    """What a decision endpoint answers: where the step stands now."""
+    return JSONResponse(
+        {
+            "incident": f"INC-{number}",
+            "step": run.step_id,
+            "attempt": run.attempt,
+            "state": run.state,
+            "actor": run.actor,
+            **more,
+        }
+    )
 
 
 def _decision_body(body: bytes, shape: str) -> tuple[str, dict[str, Any]]:

@@ -31,8 +31,8 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Literal
 
-from sqlalchemy import or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, or_, select
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from bot.actions import ActionContext, Outcome, execute, registry
 from bot.actions.types import Result
@@ -115,59 +115,47 @@ class Worker:
 
     def reap(self) -> int:
         """Mark running runs whose lease ran out interrupted; the engine re-proposes them."""
-        count = 0
-        while True:
-            with self.db.transaction() as session:
-                now = self.clock.now()
-                stmt = (
-                    select(StepRun)
-                    .where(StepRun.state == S.RUNNING.value, StepRun.lease_until < now)
-                    .order_by(StepRun.id)
-                    .limit(1)
-                )
-                run = session.scalars(self._locked(stmt)).first()
-                if run is None:
-                    return count
-                incident = incidents.get(session, run.incident_number, lock=True)
-                run.finished_at = now
-                run.summary = f"interrupted: worker {run.lease_owner} stopped renewing its lease"
-                engine.transition(
-                    session,
-                    incident,
-                    run,
-                    S.INTERRUPTED,
-                    now=now,
-                    actor=engine.BOT,
-                    summary=f"step {run.step_id} interrupted: worker {run.lease_owner} lost "
-                    f"its lease at {run.lease_until:%H:%M:%S} UTC; whether the action "
-                    "finished is unknown, so it is not re-run: a person decides again",
-                    data={"owner": run.lease_owner, "lease_until": str(run.lease_until)},
-                )
-                engine.advance(session, run.incident_number, now, self.settings)
-                count += 1
+        return self._sweep(S.RUNNING, StepRun.lease_until, self._interrupt)
 
     def expire(self) -> int:
         """Expire runs still awaiting approval past `expires_at`; the engine proposes each
         step again with fresh parameters. One run per transaction, each once: the row is
         locked (skipped by other workers on PostgreSQL) and its state checked again."""
+        return self._sweep(
+            S.AWAITING_APPROVAL,
+            StepRun.expires_at,
+            lambda session, run, now: approvals.expire_run(session, run, now, self.settings),
+        )
+
+    def _sweep(
+        self,
+        state: StepState,
+        deadline: InstrumentedAttribute[datetime | None],
+        handle: Callable[[Session, StepRun, datetime], object],
+    ) -> int:
+        """`handle` each run in `state` past its `deadline`, one per transaction; how many."""
         count = 0
         while True:
             with self.db.transaction() as session:
                 now = self.clock.now()
-                stmt = (
-                    select(StepRun)
-                    .where(
-                        StepRun.state == S.AWAITING_APPROVAL.value,
-                        StepRun.expires_at < now,
-                    )
-                    .order_by(StepRun.id)
-                    .limit(1)
-                )
-                run = session.scalars(self._locked(stmt)).first()
+                run = self._first(session, StepRun.state == state.value, deadline < now)
                 if run is None:
                     return count
-                approvals.expire_run(session, run, now, self.settings)
+                handle(session, run, now)
                 count += 1
+
+    def _interrupt(self, session: Session, run: StepRun, now: datetime) -> None:
+        incident = incidents.get(session, run.incident_number, lock=True)
+        run.finished_at = now
+        run.summary = f"interrupted: worker {run.lease_owner} stopped renewing its lease"
+        summary = (
+            f"step {run.step_id} interrupted: worker {run.lease_owner} lost "
+            f"its lease at {run.lease_until:%H:%M:%S} UTC; whether the action "
+            "finished is unknown, so it is not re-run: a person decides again"
+        )
+        data = {"owner": run.lease_owner, "lease_until": str(run.lease_until)}
+        _move(session, incident, run, S.INTERRUPTED, now, summary, data)
+        engine.advance(session, run.incident_number, now, self.settings)
 
     def claim(self) -> Claim | None:
         """Mark one approved, due run running under this worker's lease, and commit."""
@@ -182,16 +170,11 @@ class Worker:
         because its incident ended (resolving cancels waiting runs, but one approved while
         the incident was being resolved may slip through: it never runs)."""
         now = self.clock.now()
-        stmt = (
-            select(StepRun)
-            .where(
-                StepRun.state == S.APPROVED.value,
-                or_(StepRun.not_before.is_(None), StepRun.not_before <= now),
-            )
-            .order_by(StepRun.id)
-            .limit(1)
+        run = self._first(
+            session,
+            StepRun.state == S.APPROVED.value,
+            or_(StepRun.not_before.is_(None), StepRun.not_before <= now),
         )
-        run = session.scalars(self._locked(stmt)).first()
         if run is None:
             return None
         incident = incidents.get(session, run.incident_number, lock=True)
@@ -203,17 +186,11 @@ class Worker:
         run.started_at = now
         run.lease_owner = self.owner
         run.lease_until = now + self.settings.worker_lease
-        engine.transition(
-            session,
-            incident,
-            run,
-            S.RUNNING,
-            now=now,
-            actor=engine.BOT,
-            summary=f"step {run.step_id} started: {run.action} {engine.brief(run.params)} "
-            f"as {run.actor} (attempt {run.attempt})",
-            data={"owner": self.owner},
+        summary = (
+            f"step {run.step_id} started: {run.action} {engine.brief(run.params)} "
+            f"as {run.actor} (attempt {run.attempt})"
         )
+        _move(session, incident, run, S.RUNNING, now, summary, {"owner": self.owner})
         assert run.action is not None
         return Claim(
             run.id,
@@ -232,9 +209,13 @@ class Worker:
         with self.db.transaction() as session:
             self._finish(session, claim, outcome)
 
-    def _locked(self, stmt: Any) -> Any:
-        # SQLite has one worker and takes its write lock at BEGIN; no row locks there.
-        return stmt.with_for_update(skip_locked=True) if self.db.is_postgres else stmt
+    def _first(self, session: Session, *where: ColumnElement[bool]) -> StepRun | None:
+        """The oldest run matching `where`, locked (one another worker holds is passed over)."""
+        stmt = select(StepRun).where(*where).order_by(StepRun.id).limit(1)
+        if self.db.is_postgres:
+            # SQLite has one worker and takes its write lock at BEGIN; no row locks there.
+            stmt = stmt.with_for_update(skip_locked=True)
+        return session.scalars(stmt).first()
 
     def _run(self, claim: Claim) -> Outcome | None:
         """The action's outcome, or None when it outlived the step's timeout."""
@@ -310,16 +291,12 @@ class Worker:
         result = outcome.result if outcome is not None else None
         if run.state != S.RUNNING or run.lease_owner != self.owner:
             shown = result.summary if result is not None else "no result before its timeout"
-            log.append(
-                session,
-                incident,
-                at=now,
-                actor=engine.BOT,
-                type="step.result_dropped",
-                summary=f"step {claim.step} attempt {claim.attempt} ended after this worker "
-                f"lost it (now {run.state.replace('_', ' ')}): {shown}",
-                data={"run": run.id, "owner": self.owner, "state": run.state},
+            summary = (
+                f"step {claim.step} attempt {claim.attempt} ended after this worker "
+                f"lost it (now {run.state.replace('_', ' ')}): {shown}"
             )
+            data = {"run": run.id, "owner": self.owner, "state": run.state}
+            _note(session, incident, now, "step.result_dropped", summary, data)
             return
         run.finished_at = now
         run.lease_until = None
@@ -332,16 +309,8 @@ class Worker:
             target = S.SUCCEEDED if result.ok else S.FAILED
             run.result = result.model_dump(mode="json")
             run.summary = result.summary[:2000]
-        engine.transition(
-            session,
-            incident,
-            run,
-            target,
-            now=now,
-            actor=engine.BOT,
-            summary=f"step {claim.step} {target.value.replace('_', ' ')}: {run.summary}",
-            data={"ok": target == S.SUCCEEDED},
-        )
+        summary = f"step {claim.step} {target.value.replace('_', ' ')}: {run.summary}"
+        _move(session, incident, run, target, now, summary, {"ok": target == S.SUCCEEDED})
         if target == S.FAILED:
             assert outcome is not None
             self._retry(session, incident, run, now, outcome.retry_after)
@@ -371,16 +340,11 @@ class Worker:
                 else "the failure is permanent (refused, forbidden or not found), and "
                 "retrying a refused action cannot help"
             )
-            log.append(
-                session,
-                incident,
-                at=now,
-                actor=engine.BOT,
-                type="step.not_retried",
-                summary=f"step {run.step_id} is not retried ({step.retries + 1 - run.attempt} "
-                f"{'retry' if step.retries + 1 - run.attempt == 1 else 'retries'} left): {why}",
-                data={"step": run.step_id, "attempt": run.attempt, "run": run.id},
-            )
+            left = step.retries + 1 - run.attempt
+            retries = f"{left} {'retry' if left == 1 else 'retries'}"
+            summary = f"step {run.step_id} is not retried ({retries} left): {why}"
+            data = {"step": run.step_id, "attempt": run.attempt, "run": run.id}
+            _note(session, incident, now, "step.not_retried", summary, data)
             return
         due = now + timedelta(seconds=max(retry_after, 0.0))
         again = StepRun(
@@ -401,16 +365,38 @@ class Worker:
         )
         session.add(again)
         session.flush()
-        engine.transition(
-            session,
-            incident,
-            again,
-            S.APPROVED,
-            now=now,
-            actor=engine.BOT,
-            summary=f"step {run.step_id} retried: attempt {again.attempt} of "
+        summary = (
+            f"step {run.step_id} retried: attempt {again.attempt} of "
             f"{step.retries + 1}, same parameters, approved as {run.actor} approved attempt 1, "
             f"not before {due:%H:%M:%S} UTC (the failure was temporary: try again in "
-            f"{format_duration(due - now)})",
-            data={"retry_of": run.id, "not_before": due.isoformat(), "retry_after": retry_after},
+            f"{format_duration(due - now)})"
         )
+        data = {"retry_of": run.id, "not_before": due.isoformat(), "retry_after": retry_after}
+        _move(session, incident, again, S.APPROVED, now, summary, data)
+
+
+def _move(
+    session: Session,
+    incident: Incident,
+    run: StepRun,
+    target: StepState,
+    now: datetime,
+    summary: str,
+    data: dict[str, Any],
+) -> None:
+    """A transition the worker makes as the bot."""
+    engine.transition(
+        session, incident, run, target, now=now, actor=engine.BOT, summary=summary, data=data
+    )
+
+
+def _note(
+    session: Session,
+    incident: Incident,
+    now: datetime,
+    kind: str,
+    summary: str,
+    data: dict[str, Any],
+) -> None:
+    """A log entry the worker writes as the bot."""
+    log.append(session, incident, at=now, actor=engine.BOT, type=kind, summary=summary, data=data)

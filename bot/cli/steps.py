@@ -7,6 +7,7 @@ import argparse
 import json
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from bot.cli import common
@@ -14,6 +15,7 @@ from bot.clock import SystemClock
 from bot.config import Settings
 from bot.incidents import service as incidents
 from bot.runbooks import service
+from bot.runbooks.models import StepRun
 
 
 def add_commands(commands: Any) -> None:
@@ -28,46 +30,40 @@ def add_commands(commands: Any) -> None:
     steps.add_argument("-o", "--output", choices=["table", "json"], default="table")
     steps.set_defaults(handler=show_steps)
 
-    approve = commands.add_parser(
+    approve = _add_decision(
+        commands,
         "approve",
+        approve_step,
         help="approve a step (you need a role in the roles setting)",
         description="Approve a step waiting for approval. A disruptive step needs two "
         "different people; an approval counts only before the step expires (approval_ttl). "
         "With --hash, the approval is refused if the step's parameters are no longer the "
         "ones you reviewed (`runbook-bot steps INC-N -o json` shows params_hash).",
     )
-    _decision(approve)
     approve.add_argument("--hash", metavar="H", help="the params_hash you reviewed")
-    approve.set_defaults(handler=approve_step)
-
-    skip = commands.add_parser(
+    _add_decision(
+        commands,
         "skip",
+        skip_step,
         help="skip a step that waits for a person",
         description="Decide that a waiting step will not run; the runbook goes on.",
-    )
-    _decision(skip)
-    skip.add_argument("--note", help="why")
-    skip.set_defaults(handler=skip_step)
-
-    done = commands.add_parser(
+    ).add_argument("--note", help="why")
+    _add_decision(
+        commands,
         "done",
+        done_step,
         help="mark a manual step done",
         description="Mark a manual step (replace a cable, call the vendor) done, saying "
         "what was done; the runbook goes on.",
-    )
-    _decision(done)
-    done.add_argument("--note", required=True, help="what was done")
-    done.set_defaults(handler=done_step)
-
-    cancel = commands.add_parser(
+    ).add_argument("--note", required=True, help="what was done")
+    _add_decision(
+        commands,
         "cancel",
+        cancel_step,
         help="cancel a step that has not started, stopping the runbook",
         description="Cancel a step that is proposed, waiting for approval or approved but "
         "not yet running. The runbook stops there; a running action cannot be called back.",
-    )
-    _decision(cancel)
-    cancel.add_argument("--note", help="why")
-    cancel.set_defaults(handler=cancel_step)
+    ).add_argument("--note", help="why")
 
     worker = commands.add_parser(
         "worker",
@@ -78,12 +74,18 @@ def add_commands(commands: Any) -> None:
     worker.set_defaults(handler=run_worker)
 
 
-def _decision(parser: argparse.ArgumentParser) -> None:
+def _add_decision(
+    commands: Any, name: str, handler: Callable[..., int], *, help: str, description: str
+) -> argparse.ArgumentParser:
+    """A command deciding on one step as someone: INC-N STEP --as USER."""
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
     parser.add_argument("incident", metavar="INC-N")
     parser.add_argument("step", metavar="STEP", help="the step id, e.g. cordon")
     parser.add_argument(
         "--as", dest="actor", required=True, metavar="USER", help="who decides (needs a role)"
     )
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def show_steps(args: argparse.Namespace, settings: Settings) -> int:
@@ -104,65 +106,42 @@ def show_steps(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def approve_step(args: argparse.Namespace, settings: Settings) -> int:
-    number = incidents.parse_ref(args.incident)
-    with common.database(settings) as db:
-        run = service.approve(
-            db,
-            number,
-            args.step,
-            person=args.actor,
-            clock=SystemClock(),
-            settings=settings,
-            params_hash=args.hash,
-        )
+    run = _decide(args, settings, service.approve, params_hash=args.hash)
     if run.state == "approved":
         return common.say(f"step {run.step_id} approved; the worker runs it as {run.actor}")
     return common.say(f"your approval of step {run.step_id} is recorded; it needs more")
 
 
 def skip_step(args: argparse.Namespace, settings: Settings) -> int:
-    number = incidents.parse_ref(args.incident)
-    with common.database(settings) as db:
-        run = service.skip(
-            db,
-            number,
-            args.step,
-            person=args.actor,
-            clock=SystemClock(),
-            settings=settings,
-            note=args.note,
-        )
+    run = _decide(args, settings, service.skip, note=args.note)
     return common.say(f"step {run.step_id} skipped")
 
 
 def done_step(args: argparse.Namespace, settings: Settings) -> int:
-    number = incidents.parse_ref(args.incident)
-    with common.database(settings) as db:
-        run = service.complete(
-            db,
-            number,
-            args.step,
-            person=args.actor,
-            clock=SystemClock(),
-            settings=settings,
-            note=args.note,
-        )
+    run = _decide(args, settings, service.complete, note=args.note)
     return common.say(f"step {run.step_id} done")
 
 
 def cancel_step(args: argparse.Namespace, settings: Settings) -> int:
+    run = _decide(args, settings, service.cancel, note=args.note)
+    return common.say(f"step {run.step_id} cancelled; the runbook stops there")
+
+
+def _decide(
+    args: argparse.Namespace, settings: Settings, decision: Callable[..., StepRun], **extra: Any
+) -> StepRun:
+    """Call a `runbooks.service` decision on the step `args` name, as `--as`."""
     number = incidents.parse_ref(args.incident)
     with common.database(settings) as db:
-        run = service.cancel(
+        return decision(
             db,
             number,
             args.step,
             person=args.actor,
             clock=SystemClock(),
             settings=settings,
-            note=args.note,
+            **extra,
         )
-    return common.say(f"step {run.step_id} cancelled; the runbook stops there")
 
 
 def run_worker(_: argparse.Namespace, settings: Settings) -> int:

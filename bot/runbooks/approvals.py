@@ -18,6 +18,7 @@ started (`open_runs`, then `cancel_open`).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -209,22 +210,18 @@ def skip(
     """A person decides a waiting step will not run; the runbook goes on."""
     role = role_of(settings, person)
     run = current_run(session, number, step_id, lock=True)
-    check(step_id, run.state, S.SKIPPED)
-    incident = incidents.get(session, number, lock=True)
-    run.actor, run.decided_at, run.finished_at = person, now, now
-    run.summary = f"skipped by {person}" + (f": {note}" if note else "")
-    engine.transition(
+    why = f": {note}" if note else ""
+    return _end(
         session,
-        incident,
         run,
         S.SKIPPED,
+        person=person,
         now=now,
-        actor=log.Actor.human(person),
-        summary=f"{person} ({role}) skipped step {step_id}" + (f": {note}" if note else ""),
-        data={"note": note},
+        settings=settings,
+        note=note,
+        summary=f"skipped by {person}{why}",
+        logged=f"{person} ({role}) skipped step {step_id}{why}",
     )
-    engine.advance(session, number, now, settings)
-    return run
 
 
 def complete(
@@ -247,23 +244,18 @@ def complete(
             f"step {step_id} runs {run.action}: approve it and the bot runs it; only manual "
             "steps are marked done by hand"
         )
-    check(step_id, run.state, S.SUCCEEDED)
-    incident = incidents.get(session, number, lock=True)
-    run.actor, run.decided_at, run.finished_at = person, now, now
-    run.summary = note[:2000]
-    run.result = {"ok": True, "summary": note, "done_by": person}
-    engine.transition(
+    return _end(
         session,
-        incident,
         run,
         S.SUCCEEDED,
+        person=person,
         now=now,
-        actor=log.Actor.human(person),
-        summary=f"{person} ({role}) did step {step_id}: {note}",
-        data={"note": note},
+        settings=settings,
+        note=note,
+        summary=note[:2000],
+        logged=f"{person} ({role}) did step {step_id}: {note}",
+        result={"ok": True, "summary": note, "done_by": person},
     )
-    engine.advance(session, number, now, settings)
-    return run
 
 
 def cancel(
@@ -283,23 +275,53 @@ def cancel(
             f"cannot cancel step {step_id}: its action is running and cannot be called back; "
             "wait for its result (with on_failure: stop a failure halts the runbook)"
         )
-    check(step_id, run.state, S.CANCELLED)
-    incident = incidents.get(session, number, lock=True)
     why = f": {note}" if note else ""
+    return _end(
+        session,
+        run,
+        S.CANCELLED,
+        person=person,
+        now=now,
+        settings=settings,
+        note=note,
+        summary=f"cancelled by {person}{why}",
+        logged=f"{person} ({role}) cancelled step {step_id}{why}; the runbook stops here",
+    )
+
+
+def _end(
+    session: Session,
+    run: StepRun,
+    target: StepState,
+    *,
+    person: str,
+    now: datetime,
+    settings: Settings,
+    note: str | None,
+    summary: str,
+    logged: str,
+    result: dict[str, Any] | None = None,
+) -> StepRun:
+    """End a run `person` decided on (skip, done, cancel): `summary` on the run, `logged`
+    in the incident log; then the engine goes on (or stops, for a cancel)."""
+    check(run.step_id, run.state, target)
+    incident = incidents.get(session, run.incident_number, lock=True)
     run.actor, run.decided_at, run.finished_at = person, now, now
-    run.lease_until = None
-    run.summary = f"cancelled by {person}{why}"
+    run.lease_until = None  # a run that ended holds no lease (only running ones have one)
+    run.summary = summary
+    if result is not None:
+        run.result = result
     engine.transition(
         session,
         incident,
         run,
-        S.CANCELLED,
+        target,
         now=now,
         actor=log.Actor.human(person),
-        summary=f"{person} ({role}) cancelled step {step_id}{why}; the runbook stops here",
+        summary=logged,
         data={"note": note},
     )
-    engine.advance(session, number, now, settings)
+    engine.advance(session, run.incident_number, now, settings)
     return run
 
 

@@ -8,6 +8,7 @@ incident and cancels its steps that have not started, together.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,10 +101,7 @@ def approve(
     params_hash: str | None = None,
 ) -> StepRun:
     try:
-        with db.transaction() as session:
-            return approvals.approve(
-                session, number, step_id, person, clock.now(), settings, params_hash
-            )
+        return _decide(approvals.approve, db, number, step_id, person, clock, settings, params_hash)
     except ApprovalExpired:
         with db.transaction() as session:
             approvals.expire(session, number, step_id, clock.now(), settings)
@@ -120,8 +118,7 @@ def skip(
     settings: Settings,
     note: str | None = None,
 ) -> StepRun:
-    with db.transaction() as session:
-        return approvals.skip(session, number, step_id, person, clock.now(), settings, note)
+    return _decide(approvals.skip, db, number, step_id, person, clock, settings, note)
 
 
 def complete(
@@ -134,8 +131,7 @@ def complete(
     settings: Settings,
     note: str,
 ) -> StepRun:
-    with db.transaction() as session:
-        return approvals.complete(session, number, step_id, person, clock.now(), settings, note)
+    return _decide(approvals.complete, db, number, step_id, person, clock, settings, note)
 
 
 def cancel(
@@ -148,8 +144,22 @@ def cancel(
     settings: Settings,
     note: str | None = None,
 ) -> StepRun:
+    return _decide(approvals.cancel, db, number, step_id, person, clock, settings, note)
+
+
+def _decide(
+    decision: Callable[..., StepRun],
+    db: Database,
+    number: int,
+    step_id: str,
+    person: str,
+    clock: Clock,
+    settings: Settings,
+    extra: str | None,
+) -> StepRun:
+    """One person's decision on a step (an `approvals` function) in its own transaction."""
     with db.transaction() as session:
-        return approvals.cancel(session, number, step_id, person, clock.now(), settings, note)
+        return decision(session, number, step_id, person, clock.now(), settings, extra)
 
 
 def resolve(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from bot.db import Database
 from bot.incidents.models import Alert
@@ -30,13 +30,15 @@ def node_of(labels: dict[str, Any]) -> str | None:
 def alerts_on_node(db: Database, node: str, since: datetime) -> list[dict[str, Any]]:
     """Alerts whose node label is `node` and that started at or after `since`, oldest first.
 
-    Filtering by label happens here, not in SQL, so SQLite and PostgreSQL agree; the window
-    (days) keeps the rows few, and MAX_ROWS bounds a pathological storm.
+    The database filters by the node labels (JSON extraction: `->>` on PostgreSQL,
+    `json_extract` on SQLite), so a busy week's other nodes are never read; `node_of`
+    then applies the label precedence. MAX_ROWS bounds a pathological storm.
     """
+    named = or_(*(Alert.labels[key].as_string() == node for key in NODE_LABELS))
     with db.session() as session:
         rows = session.scalars(
             select(Alert)
-            .where(Alert.starts_at >= since)
+            .where(Alert.starts_at >= since, named)
             .order_by(Alert.starts_at, Alert.id)
             .limit(MAX_ROWS)
         ).all()

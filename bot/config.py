@@ -207,6 +207,12 @@ class Settings(BaseSettings):
         gt=timedelta(0),
         description="How often an idle worker looks for work it was not woken for.",
     )
+    serve_worker: bool = Field(
+        True,
+        description="Run the worker (approved steps, timers) inside `serve`. Set false when "
+        "workers run as their own processes (`runbook-bot worker`): the webhook then never "
+        "shares a Python process with running actions.",
+    )
     bmc: BmcSettings = Field(
         default_factory=BmcSettings,
         description="BMC inventory and limits: `credentials` (profiles: `username` and "

@@ -26,10 +26,14 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         else:
             migrations.check(db)
         clock = SystemClock()
-        worker = Worker(db, settings, clock)
+        worker = Worker(db, settings, clock) if settings.serve_worker else None
         stop = threading.Event()
-        thread = threading.Thread(target=worker.run_forever, args=(stop,), name="worker")
-        app = build_app(settings, db, clock, catalog=runbooks, wake=worker.wake)
+        thread = (
+            threading.Thread(target=worker.run_forever, args=(stop,), name="worker")
+            if worker
+            else None
+        )
+        app = build_app(settings, db, clock, catalog=runbooks, wake=worker.wake if worker else None)
         host, port = args.host or settings.listen_host, args.port or settings.listen_port
         logging.getLogger(__name__).info(
             "listening on http://%s:%s (database %s, %d runbooks)",
@@ -38,13 +42,15 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             db.describe(),
             len(runbooks.runbooks) + (runbooks.fallback is not None),
         )
-        thread.start()
+        if thread is not None:
+            thread.start()
         try:
             uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
         finally:
             stop.set()
-            worker.wake()
-            thread.join(timeout=settings.worker_lease.total_seconds())
+            if worker is not None and thread is not None:
+                worker.wake()
+                thread.join(timeout=settings.worker_lease.total_seconds())
     return 0
 
 

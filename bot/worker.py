@@ -43,9 +43,9 @@ from bot.durations import format_duration
 from bot.errors import BotError
 from bot.incidents import history, log
 from bot.incidents import service as incidents
-from bot.incidents.models import Incident
+from bot.incidents.models import ACTIVE_STATUSES, Incident
 from bot.runbooks import approvals, engine
-from bot.runbooks.models import StepRun
+from bot.runbooks.models import IncidentRunbook, StepRun
 from bot.runbooks.steps import StepState
 
 logger = logging.getLogger(__name__)
@@ -81,6 +81,8 @@ class Worker:
         self.kube_factory = kube_factory
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self._wake = threading.Event()
+        self._broken: set[int] = set()
+        """Incidents whose steps could not be proposed (a bug), logged once per process."""
 
     def wake(self) -> None:
         """Look for work now (an approval was committed)."""
@@ -106,12 +108,63 @@ class Worker:
     def run_once(self) -> bool:
         """Reap expired leases, expire unapproved runs past their time, then claim and run
         one approved step that is due. True if it did work."""
-        swept = self.reap() + self.expire()
+        swept = self.propose() + self.reap() + self.expire()
         claim = self.claim()
         if claim is None:
             return swept > 0
         self.perform(claim)
         return True
+
+    def propose(self) -> int:
+        """Propose the first steps of runbooks that ingest froze onto new incidents; one
+        incident per transaction, each once (its runbook row locked, skipped by others)."""
+        count, seen = 0, set[int]()
+        while True:
+            with self.db.transaction() as session:
+                now = self.clock.now()
+                started = select(StepRun.id).where(
+                    StepRun.incident_number == IncidentRunbook.incident_number
+                )
+                stmt = (
+                    select(IncidentRunbook)
+                    .join(Incident, Incident.number == IncidentRunbook.incident_number)
+                    .where(
+                        ~started.exists(),
+                        Incident.status.in_(ACTIVE_STATUSES),
+                        IncidentRunbook.incident_number.not_in(seen),
+                    )
+                    .order_by(IncidentRunbook.incident_number)
+                    .limit(1)
+                )
+                if self.db.is_postgres:
+                    stmt = stmt.with_for_update(skip_locked=True)
+                frozen = session.scalars(stmt).first()
+                if frozen is None:
+                    return count
+                number = frozen.incident_number
+                seen.add(number)  # a runbook with nothing to propose: once per call
+                count += 1
+                if number in self._broken:
+                    continue
+                try:
+                    with session.begin_nested():
+                        engine.advance(session, number, now, self.settings)
+                except Exception:  # a bug: say so once, keep the worker and the incident
+                    self._broken.add(number)
+                    error_id = uuid.uuid4().hex[:8]
+                    logger.exception(
+                        "INC-%s: proposing steps failed (error id %s)", number, error_id
+                    )
+                    log.append(
+                        session,
+                        incidents.get(session, number, lock=True),
+                        at=now,
+                        actor=engine.BOT,
+                        type="runbook.propose_failed",
+                        summary=f"proposing the runbook's steps failed with an internal error "
+                        f"(id {error_id}); the bot's log has the details",
+                        data={"error_id": error_id},
+                    )
 
     def reap(self) -> int:
         """Mark running runs whose lease ran out interrupted; the engine re-proposes them."""

@@ -119,7 +119,11 @@ def _attach(
     assert incident is not None
     try:
         with session.begin_nested():
-            engine.attach(session, incident, labels, annotations, catalog, now, settings)
+            # The steps are proposed by the worker, woken after the commit: proposing them
+            # here (templates, parameter models, log entries) would slow every webhook.
+            engine.attach(
+                session, incident, labels, annotations, catalog, now, settings, propose=False
+            )
     except Exception:  # a runbook or engine bug must never cost the alert (invariant 1)
         error_id = uuid.uuid4().hex[:8]
         logger.exception("INC-%s: attaching a runbook failed (error id %s)", number, error_id)

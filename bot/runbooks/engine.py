@@ -72,9 +72,12 @@ def attach(
     catalog: Catalog,
     now: datetime,
     settings: Settings,
+    *,
+    propose: bool = True,
 ) -> IncidentRunbook | None:
-    """Freeze the runbook matching `labels` onto a just-opened incident and propose its
-    first steps. No runbook matches and no fallback exists -> None, nothing written."""
+    """Freeze the runbook matching `labels` onto a just-opened incident and, with
+    `propose`, propose its first steps (ingest leaves that to the worker, off the webhook's
+    path). No runbook matches and no fallback exists -> None, nothing written."""
     loaded = catalog.match(labels)
     if loaded is None:
         return None
@@ -120,7 +123,8 @@ def attach(
             data={"fact": name, "error": reason},
         )
     session.flush()
-    advance(session, incident.number, now, settings)
+    if propose:
+        advance(session, incident.number, now, settings)
     return frozen
 
 

@@ -18,6 +18,7 @@ from bot.runbooks import catalog as catalogs
 from bot.runbooks import engine, service
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.models import IncidentRunbook, StepApproval, StepRun
+from bot.worker import Worker
 from tests.support.payloads import alert, notification
 
 ROLES = {
@@ -83,6 +84,8 @@ class Rig:
             settings=self.settings,
         )
         assert result.opened
+        # As in `serve`: the webhook wakes the worker, which proposes the first steps.
+        Worker(self.db, self.settings, self.clock).propose()
         return result.incident
 
     def runs(self, number: int) -> dict[str, StepRun]:

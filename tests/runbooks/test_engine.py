@@ -14,6 +14,7 @@ from bot.incidents import service as incidents
 from bot.runbooks import engine
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.loader import load_paths
+from bot.worker import Worker
 from tests.runbooks.rig import TWO_STEPS, Rig
 
 
@@ -260,7 +261,7 @@ def test_an_engine_bug_never_costs_the_alert(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(engine, "advance", broken)
+    monkeypatch.setattr(engine, "attach", broken)
     number = rig.fire()
 
     assert rig.frozen(number) is None and rig.runs(number) == {}
@@ -268,6 +269,30 @@ def test_an_engine_bug_never_costs_the_alert(
     assert types[0] == "incident.opened" and types[-1] == "runbook.attach_failed"
     assert "runbook.matched" not in types
     assert "attaching a runbook failed" in caplog.text
+    with rig.db.session() as session:
+        incident = incidents.get(session, number)
+        assert log.verify(incident, log.entries(session, number)) is None
+
+
+def test_a_bug_proposing_steps_is_logged_once_and_the_worker_goes_on(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    rig.write(TWO_STEPS)
+    healthy = rig.fire()  # proposed before the bug appears
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(engine, "advance", broken)
+    worker = Worker(rig.db, rig.settings, rig.clock)
+    number = rig.fire()  # ingest freezes the runbook; proposing it fails in the worker
+    worker.propose()
+    worker.propose()
+
+    assert rig.frozen(number) is not None and rig.runs(number) == {}
+    assert rig.types(number).count("runbook.propose_failed") == 2  # rig's worker and ours
+    assert "proposing steps failed" in caplog.text
+    assert rig.states(healthy)  # the other incident's steps are untouched
     with rig.db.session() as session:
         incident = incidents.get(session, number)
         assert log.verify(incident, log.entries(session, number)) is None

@@ -49,6 +49,14 @@ def upgrade(db: Database, revision: str = "head") -> None:
         command.upgrade(config, revision)
 
 
+def downgrade(db: Database, revision: str) -> None:
+    """Back to `revision`: each migration's downgrade restores the older layout and data."""
+    config = _config()
+    with db.engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)
+
+
 def check(db: Database) -> None:
     """Raise `MigrationsPending` unless the database is at the code's head revision."""
     have, want = current(db), head()

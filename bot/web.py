@@ -89,7 +89,6 @@ def build_app(
                 clock=clock,
                 reopen_window=settings.reopen_window,
                 catalog=catalog,
-                settings=settings,
             ),
             limiter=ingest_slots(),
         )
@@ -153,8 +152,6 @@ def build_app(
         number = service.parse_ref(request.path_params["number"])
         person, params_hash = _decision(await request.body())
         run = await on_step(request, runbooks.approve, number, person, params_hash=params_hash)
-        if run.state == "approved" and wake is not None:
-            wake()
         return _step_answer(
             number,
             run,
@@ -183,12 +180,16 @@ def build_app(
         person: str,
         **extra: Any,
     ) -> StepRun:
-        """Call a `runbooks` decision on the step the path names, in the thread pool."""
+        """Call a `runbooks` decision on the step the path names, in the thread pool, then
+        wake the worker: the run may be due now, or the next step may run by itself."""
         step = request.path_params["step"]
         call = partial(
             decision, db, number, step, person=person, clock=clock, settings=settings, **extra
         )
-        return await run_in_threadpool(call)
+        run = await run_in_threadpool(call)
+        if wake is not None:
+            wake()
+        return run
 
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})

@@ -13,8 +13,9 @@ recorded and dropped. A failure is retried by its class: with `Outcome.retry_aft
 `TemporaryActionError`) as a new approved attempt due that much later, while `retries`
 remain; a permanent failure never.
 
-`run_forever` is the loop of `runbook-bot worker` and of the thread `serve` starts; `wake`
-cuts its idle wait short when an approval was just committed in this process.
+`run_forever` is the loop of `runbook-bot worker` and of the child process `serve` starts;
+`wake` cuts its idle wait short when the webhook opened an incident or an approval was
+just committed (`serve` shares the event with its child process).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
@@ -43,7 +44,7 @@ from bot.durations import format_duration
 from bot.errors import BotError
 from bot.incidents import history, log
 from bot.incidents import service as incidents
-from bot.incidents.models import ACTIVE_STATUSES, Incident
+from bot.incidents.models import Incident
 from bot.runbooks import approvals, engine
 from bot.runbooks.models import IncidentRunbook, StepRun
 from bot.runbooks.steps import StepState
@@ -66,6 +67,15 @@ class Claim:
     timeout: timedelta | None
 
 
+class Signal(Protocol):
+    """What `threading.Event` and `multiprocessing.Event` share."""
+
+    def set(self) -> None: ...
+    def clear(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> bool: ...
+    def is_set(self) -> bool: ...
+
+
 class Worker:
     def __init__(
         self,
@@ -74,21 +84,22 @@ class Worker:
         clock: Clock,
         kube_factory: Callable[[], Any] | None = None,
         owner: str | None = None,
+        wake: Signal | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
         self.clock = clock
         self.kube_factory = kube_factory
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._wake = threading.Event()
-        self._broken: set[int] = set()
-        """Incidents whose steps could not be proposed (a bug), logged once per process."""
+        self._wake: Signal = wake if wake is not None else threading.Event()
+        """Set to look for work now; a `multiprocessing` event when `serve` runs this
+        worker in a child process and its webhook wakes it."""
 
     def wake(self) -> None:
         """Look for work now (an approval was committed)."""
         self._wake.set()
 
-    def run_forever(self, stop: threading.Event) -> None:
+    def run_forever(self, stop: Signal) -> None:
         poll = self.settings.worker_poll.total_seconds()
         logger.info("worker %s started", self.owner)
         while not stop.is_set():
@@ -116,23 +127,17 @@ class Worker:
         return True
 
     def propose(self) -> int:
-        """Propose the first steps of runbooks that ingest froze onto new incidents; one
-        incident per transaction, each once (its runbook row locked, skipped by others)."""
-        count, seen = 0, set[int]()
+        """Propose the first steps of runbooks that ingest froze onto new incidents, oldest
+        first, one incident per transaction. Each is taken once: its row is locked (other
+        workers skip it) and marked proposed, also when its incident is no longer active
+        (nothing to propose) or proposing failed (a bug, logged on the incident)."""
+        count = 0
         while True:
             with self.db.transaction() as session:
                 now = self.clock.now()
-                started = select(StepRun.id).where(
-                    StepRun.incident_number == IncidentRunbook.incident_number
-                )
                 stmt = (
                     select(IncidentRunbook)
-                    .join(Incident, Incident.number == IncidentRunbook.incident_number)
-                    .where(
-                        ~started.exists(),
-                        Incident.status.in_(ACTIVE_STATUSES),
-                        IncidentRunbook.incident_number.not_in(seen),
-                    )
+                    .where(IncidentRunbook.proposed_at.is_(None))
                     .order_by(IncidentRunbook.incident_number)
                     .limit(1)
                 )
@@ -141,16 +146,13 @@ class Worker:
                 frozen = session.scalars(stmt).first()
                 if frozen is None:
                     return count
-                number = frozen.incident_number
-                seen.add(number)  # a runbook with nothing to propose: once per call
+                frozen.proposed_at = now
                 count += 1
-                if number in self._broken:
-                    continue
+                number = frozen.incident_number
                 try:
                     with session.begin_nested():
                         engine.advance(session, number, now, self.settings)
-                except Exception:  # a bug: say so once, keep the worker and the incident
-                    self._broken.add(number)
+                except Exception:  # a bug: say so, keep the worker and the incident
                     error_id = uuid.uuid4().hex[:8]
                     logger.exception(
                         "INC-%s: proposing steps failed (error id %s)", number, error_id
@@ -162,7 +164,8 @@ class Worker:
                         actor=engine.BOT,
                         type="runbook.propose_failed",
                         summary=f"proposing the runbook's steps failed with an internal error "
-                        f"(id {error_id}); the bot's log has the details",
+                        f"(id {error_id}); the bot's log has the details. Work the incident "
+                        "by hand.",
                         data={"error_id": error_id},
                     )
 

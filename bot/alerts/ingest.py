@@ -4,6 +4,8 @@ One notification is one transaction: `grouping` picks (or opens) the incident, e
 alert is staged as new, a repeat, or a status change (`staging`), severity and truncation
 are updated, the staged rows are written, and an incident whose alerts have all cleared
 is settled. A repeat of a known (fingerprint, startsAt) only bumps its last-received time.
+An incident that opens gets its runbook frozen onto it (`engine.freeze`) in the same
+transaction; the worker proposes its steps.
 
 Concurrency: on PostgreSQL a transaction-scoped advisory lock per group serializes posts of
 one group; a partial unique index (one active incident per group) and the unique alert
@@ -18,25 +20,28 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from bot.alerts import grouping, staging
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 from bot.clock import Clock
-from bot.config import Settings
 from bot.db import Database
 from bot.incidents import log, service
 from bot.incidents.lifecycle import Severity, Status
 from bot.incidents.models import Alert, Incident
-from bot.runbooks import engine
+from bot.runbooks import engine, versions
 from bot.runbooks.catalog import Catalog
+from bot.runbooks.loader import LoadedRunbook
+from bot.runbooks.models import IncidentRunbook
 
 logger = logging.getLogger(__name__)
 
 ATTEMPTS = 3
+FROZEN = cast(Table, IncidentRunbook.__table__)
 
 
 @dataclass
@@ -79,23 +84,23 @@ def ingest(
     clock: Clock,
     reopen_window: timedelta,
     catalog: Catalog | None = None,
-    settings: Settings | None = None,
 ) -> IngestResult:
     """Store one notification; return what it did. Retries on a lost uniqueness race.
 
-    With a `catalog` (and the `settings` the engine needs), an incident that opens gets
-    its runbook frozen onto it and its first steps proposed, in the same transaction.
+    With a `catalog`, an incident that opens gets the runbook its first firing alert
+    matches frozen onto it in the same transaction: a reference to the stored document and
+    the facts rendered from the alert. Proposing the steps is left to the worker, woken
+    after the commit, so the webhook stays cheap during an alert storm.
     """
+    loaded = catalog.match(_trigger(payload)[0]) if catalog is not None else None
+    if loaded is not None:  # its own transaction, once per process; then a set lookup
+        versions.ensure(db, loaded, clock.now())
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with db.transaction() as session:
                 if db.is_postgres:
                     _lock_group(session, group_hash(payload.group_key))
-                now = clock.now()
-                result = _ingest(session, payload, now, reopen_window)
-                if result.opened and catalog is not None and settings is not None:
-                    _attach(session, payload, result.incident, catalog, now, settings)
-                return result
+                return _ingest(session, payload, clock.now(), reopen_window, loaded)
         except IntegrityError:
             if attempt == ATTEMPTS:
                 raise
@@ -103,32 +108,31 @@ def ingest(
     raise AssertionError("unreachable")
 
 
-def _attach(
-    session: Session,
-    payload: WebhookPayload,
-    number: int,
-    catalog: Catalog,
-    now: datetime,
-    settings: Settings,
-) -> None:
-    """Match on the first firing alert's labels over the group's common labels."""
+def _trigger(payload: WebhookPayload) -> tuple[dict[str, str], dict[str, str]]:
+    """Labels and annotations a runbook matches and renders against: the first firing
+    alert's over the group's common ones."""
     first = next((a for a in payload.alerts if a.firing), payload.alerts[0])
     labels = {**payload.common_labels, **first.labels}
-    annotations = {**payload.common_annotations, **first.annotations}
-    incident = session.get(Incident, number)
-    assert incident is not None
+    return labels, {**payload.common_annotations, **first.annotations}
+
+
+def _freeze(
+    session: Session,
+    writes: staging.Writes,
+    payload: WebhookPayload,
+    incident: Incident,
+    loaded: LoadedRunbook,
+    now: datetime,
+) -> None:
+    """Freeze `loaded` onto the incident that just opened. Rendering runs before anything
+    is written, so a runbook bug costs the runbook, never the alert (invariant 1)."""
+    labels, annotations = _trigger(payload)
     try:
-        with session.begin_nested():
-            # The steps are proposed by the worker, woken after the commit: proposing them
-            # here (templates, parameter models, log entries) would slow every webhook.
-            engine.attach(
-                session, incident, labels, annotations, catalog, now, settings, propose=False
-            )
-    except Exception:  # a runbook or engine bug must never cost the alert (invariant 1)
+        frozen = engine.freeze(incident, labels, annotations, loaded, now)
+    except Exception:
         error_id = uuid.uuid4().hex[:8]
-        logger.exception("INC-%s: attaching a runbook failed (error id %s)", number, error_id)
-        log.append(
-            session,
+        logger.exception("%s: freezing its runbook failed (error id %s)", incident.ref, error_id)
+        writes.entry(
             incident,
             at=now,
             actor=log.SYSTEM,
@@ -137,6 +141,10 @@ def _attach(
             f"(id {error_id}); the bot's log has the details. Work the incident by hand.",
             data={"error_id": error_id},
         )
+        return
+    session.connection().execute(insert(FROZEN), frozen.row)
+    for kind, summary, data in frozen.entries:
+        writes.entry(incident, at=now, actor=engine.BOT, type=kind, summary=summary, data=data)
 
 
 def _lock_group(session: Session, digest: str) -> None:
@@ -145,7 +153,11 @@ def _lock_group(session: Session, digest: str) -> None:
 
 
 def _ingest(
-    session: Session, payload: WebhookPayload, now: datetime, window: timedelta
+    session: Session,
+    payload: WebhookPayload,
+    now: datetime,
+    window: timedelta,
+    loaded: LoadedRunbook | None,
 ) -> IngestResult:
     digest = group_hash(payload.group_key)
     actor = log.Actor.alertmanager(payload.receiver)
@@ -190,6 +202,8 @@ def _ingest(
             data={"truncated_alerts": payload.truncated_alerts},
         )
     writes.flush_alerts(session, now)
+    if opened and loaded is not None:
+        _freeze(session, writes, payload, incident, loaded, now)
     if result.resolved_alerts or (opened and not any(a.firing for a in payload.alerts)):
         result.resolved = _settle(session, writes, incident, now)
     elif result.new or result.refired:

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -34,8 +35,9 @@ from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.lifecycle import Status
 from bot.incidents.models import Incident, LogEntry
-from bot.runbooks import templates
+from bot.runbooks import templates, versions
 from bot.runbooks.catalog import Catalog
+from bot.runbooks.loader import LoadedRunbook
 from bot.runbooks.models import IncidentRunbook, StepRun
 from bot.runbooks.schema import APPROVALS, Runbook, Step, Text
 from bot.runbooks.steps import StepState, check
@@ -64,23 +66,25 @@ def actor_of(person: str | None) -> log.Actor:
     return BOT if person in (None, BOT.id) else log.Actor.human(str(person))
 
 
-def attach(
-    session: Session,
+@dataclass(frozen=True)
+class Freeze:
+    """What freezing a runbook onto an incident writes: its row and its log entries."""
+
+    row: dict[str, Any]
+    """The `IncidentRunbook` columns."""
+    entries: list[tuple[str, str, dict[str, Any]]]
+    """(type, summary, data) of each log entry, in order."""
+
+
+def freeze(
     incident: Incident,
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
-    catalog: Catalog,
+    loaded: LoadedRunbook,
     now: datetime,
-    settings: Settings,
-    *,
-    propose: bool = True,
-) -> IncidentRunbook | None:
-    """Freeze the runbook matching `labels` onto a just-opened incident and, with
-    `propose`, propose its first steps (ingest leaves that to the worker, off the webhook's
-    path). No runbook matches and no fallback exists -> None, nothing written."""
-    loaded = catalog.match(labels)
-    if loaded is None:
-        return None
+) -> Freeze:
+    """Render the runbook's facts for `incident`: no I/O, so ingest can run it, catching a
+    runbook bug, before it writes anything. The document must be stored (`versions`)."""
     runbook = loaded.runbook
     facts: dict[str, str] = {}
     failed: list[tuple[str, str]] = []
@@ -90,49 +94,65 @@ def attach(
             facts[name] = templates.render(template, context).strip()
         except templates.TemplateError as exc:
             failed.append((name, str(exc)))
-    frozen = IncidentRunbook(
-        incident_number=incident.number,
-        runbook_id=runbook.id,
-        runbook_version=runbook.version,
-        source=str(loaded.path)[:500],
-        document=runbook.model_dump(by_alias=True, mode="json"),
-        facts=facts,
-        labels=dict(labels),
-        annotations=dict(annotations),
-        matched_at=now,
+    row = {
+        "incident_number": incident.number,
+        "runbook_id": runbook.id,
+        "runbook_version": runbook.version,
+        "runbook_digest": loaded.digest,
+        "facts": facts,
+        "labels": dict(labels),
+        "annotations": dict(annotations),
+        "matched_at": now,
+    }
+    matched = (
+        "runbook.matched",
+        f"runbook {runbook.id} v{runbook.version} ({text(runbook.title)}) follows {incident.ref}",
+        {
+            "runbook": runbook.id,
+            "version": runbook.version,
+            "digest": loaded.digest,
+            "facts": facts,
+        },
     )
-    session.add(frozen)
-    log.append(
-        session,
-        incident,
-        at=now,
-        actor=BOT,
-        type="runbook.matched",
-        summary=f"runbook {runbook.id} v{runbook.version} ({text(runbook.title)}) follows "
-        f"{incident.ref}",
-        data={"runbook": runbook.id, "version": runbook.version, "facts": facts},
-    )
-    for name, reason in failed:
-        log.append(
-            session,
-            incident,
-            at=now,
-            actor=BOT,
-            type="runbook.fact_failed",
-            summary=f"fact {name} left out: {reason}",
-            data={"fact": name, "error": reason},
-        )
+    entries = [matched] + [
+        ("runbook.fact_failed", f"fact {name} left out: {reason}", {"fact": name, "error": reason})
+        for name, reason in failed
+    ]
+    return Freeze(row, entries)
+
+
+def attach(
+    session: Session,
+    incident: Incident,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    catalog: Catalog,
+    now: datetime,
+    settings: Settings,
+) -> IncidentRunbook | None:
+    """Freeze the runbook matching `labels` onto a just-opened incident and propose its
+    first steps, in the caller's transaction (ingest does the same in two halves: it
+    freezes, the worker proposes). No runbook matches and no fallback exists -> None,
+    nothing written."""
+    loaded = catalog.match(labels)
+    if loaded is None:
+        return None
+    versions.store(session, loaded, now)
+    frozen = freeze(incident, labels, annotations, loaded, now)
+    row = IncidentRunbook(**frozen.row, proposed_at=now)
+    session.add(row)
+    for kind, summary, data in frozen.entries:
+        log.append(session, incident, at=now, actor=BOT, type=kind, summary=summary, data=data)
     session.flush()
-    if propose:
-        advance(session, incident.number, now, settings)
-    return frozen
+    advance(session, incident.number, now, settings)
+    return row
 
 
 def frozen_runbook(session: Session, number: int) -> tuple[IncidentRunbook, Runbook]:
     frozen = session.get(IncidentRunbook, number)
     if frozen is None:
         raise StepNotFound(f"INC-{number} follows no runbook")
-    return frozen, Runbook.model_validate(frozen.document)
+    return frozen, versions.runbook(session, frozen.runbook_digest)
 
 
 def frozen_step(runbook: Runbook, step_id: str) -> Step:
@@ -204,7 +224,7 @@ def advance(session: Session, number: int, now: datetime, settings: Settings) ->
     frozen = session.get(IncidentRunbook, number)
     if frozen is None or not running(incident):
         return
-    runbook = Runbook.model_validate(frozen.document)
+    runbook = versions.runbook(session, frozen.runbook_digest)
     latest = latest_runs(session, number)
     context: dict[str, Any] = {
         "labels": frozen.labels,

@@ -13,9 +13,12 @@ missing one; see `problems`). Whatever the input, the only exception that leaves
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +65,18 @@ class LoadedRunbook:
 
     def problem(self, loc: Loc, message: str, *, key: bool = False) -> Problem:
         return self.source.problem(loc, message, key=key)
+
+    @cached_property
+    def document(self) -> dict[str, Any]:
+        """The runbook as stored with incidents: every field, by its YAML name."""
+        return self.runbook.model_dump(by_alias=True, mode="json")
+
+    @cached_property
+    def digest(self) -> str:
+        """SHA-256 of the document's canonical JSON (sorted keys, no spaces, UTF-8): the
+        content an incident follows, whatever its `version` says."""
+        text = json.dumps(self.document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 class _Refused(Exception):

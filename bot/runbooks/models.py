@@ -1,5 +1,5 @@
-"""ORM classes of the runbooks room: the runbook frozen onto an incident, its step runs,
-and the approvals people gave them.
+"""ORM classes of the runbooks room: runbook documents (stored once per content), the
+runbook frozen onto an incident, its step runs, and the approvals people gave them.
 
 A step run is one attempt at one step of one incident's runbook: unique per (incident,
 step, attempt), so a double click, a Slack retry or a second replica can never create a
@@ -12,7 +12,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.db import Base
@@ -20,23 +29,50 @@ from bot.db import Base
 _ID = BigInteger().with_variant(Integer, "sqlite")
 
 
+class RunbookVersion(Base):
+    """One runbook document exactly as it was, stored once per content (its SHA-256) and
+    shared by every incident that follows it; never updated or deleted."""
+
+    __tablename__ = "runbook_versions"
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    runbook_id: Mapped[str] = mapped_column(String(63))
+    version: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(500), default="")
+    """The file it was first loaded from."""
+    document: Mapped[dict[str, Any]]
+    """The whole runbook (`Runbook.model_dump(by_alias=True, mode="json")`)."""
+    stored_at: Mapped[datetime]
+
+
 class IncidentRunbook(Base):
     """The runbook an incident follows, frozen when it opened (DESIGN invariant 7): editing
     the YAML later never changes an open incident."""
 
     __tablename__ = "incident_runbooks"
+    __table_args__ = (
+        # What the worker looks for: runbooks frozen by ingest whose steps it has not
+        # proposed yet. Partial, so it stays as small as the backlog.
+        Index(
+            "ix_incident_runbooks_unproposed",
+            "incident_number",
+            postgresql_where=text("proposed_at IS NULL"),
+            sqlite_where=text("proposed_at IS NULL"),
+        ),
+    )
 
     incident_number: Mapped[int] = mapped_column(ForeignKey("incidents.number"), primary_key=True)
     runbook_id: Mapped[str] = mapped_column(String(63))
     runbook_version: Mapped[int] = mapped_column(Integer)
-    source: Mapped[str] = mapped_column(String(500), default="")
-    document: Mapped[dict[str, Any]]
-    """The whole runbook as it was (`Runbook.model_dump(by_alias=True, mode="json")`)."""
+    runbook_digest: Mapped[str] = mapped_column(ForeignKey("runbook_versions.digest"), index=True)
+    """The document followed: `RunbookVersion.digest`."""
     facts: Mapped[dict[str, Any]]
     labels: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
     """The matched alert's labels (over the incident's common labels), for step templates."""
     annotations: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
     matched_at: Mapped[datetime]
+    proposed_at: Mapped[datetime | None]
+    """When the engine first proposed its steps; null while the worker has yet to."""
 
 
 class StepRun(Base):
@@ -44,8 +80,10 @@ class StepRun(Base):
     __table_args__ = (
         UniqueConstraint("incident_number", "step_id", "attempt", name="uq_step_runs_attempt"),
         # What the worker claims: approved runs (once due), and running ones whose lease
-        # ran out; the expiry sweep looks for awaiting runs past `expires_at`.
+        # ran out; the expiry sweep looks for awaiting runs past `expires_at` (its own
+        # index: thousands of runs may await people during an alert storm).
         Index("ix_step_runs_state_lease", "state", "lease_until"),
+        Index("ix_step_runs_state_expiry", "state", "expires_at"),
     )
 
     id: Mapped[int] = mapped_column(_ID, primary_key=True, autoincrement=True)

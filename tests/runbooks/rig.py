@@ -81,7 +81,6 @@ class Rig:
             clock=self.clock,
             reopen_window=self.settings.reopen_window,
             catalog=self.catalog(),
-            settings=self.settings,
         )
         assert result.opened
         # As in `serve`: the webhook wakes the worker, which proposes the first steps.

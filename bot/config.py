@@ -209,9 +209,9 @@ class Settings(BaseSettings):
     )
     serve_worker: bool = Field(
         True,
-        description="Run the worker (approved steps, timers) inside `serve`. Set false when "
-        "workers run as their own processes (`runbook-bot worker`): the webhook then never "
-        "shares a Python process with running actions.",
+        description="`serve` starts the worker (proposes and runs steps, fires timers) as "
+        "a child process it supervises and wakes. Set false when workers run on their own "
+        "(`runbook-bot worker`, e.g. a separate Deployment).",
     )
     bmc: BmcSettings = Field(
         default_factory=BmcSettings,

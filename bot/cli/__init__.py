@@ -8,7 +8,6 @@ Exit codes: 0 done; 1 the operation failed or was refused (the message says why)
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -34,14 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         settings = load_settings(args.config)
-        logging.basicConfig(
-            level=settings.log_level.upper(),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-        logging.getLogger("alembic").setLevel(logging.WARNING)
-        # httpx logs every request at INFO; the BMC backends log what matters themselves.
-        quiet = settings.log_level != "debug"
-        logging.getLogger("httpx").setLevel(logging.WARNING if quiet else logging.NOTSET)
+        common.configure_logging(settings)
         code: int = args.handler(args, settings)
         return code
     except ConfigInvalid as exc:

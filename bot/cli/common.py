@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -15,6 +16,17 @@ from bot.db import Database
 def say(text: str) -> int:
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
+
+
+def configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    # httpx logs every request at INFO; the BMC backends log what matters themselves.
+    quiet = settings.log_level != "debug"
+    logging.getLogger("httpx").setLevel(logging.WARNING if quiet else logging.NOTSET)
 
 
 @contextmanager

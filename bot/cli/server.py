@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import threading
+import signal
 
 from bot import migrations
 from bot.cli import common
@@ -15,9 +15,9 @@ from bot.config import Settings
 def serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
+    from bot.cli.worker_process import WorkerProcess
     from bot.runbooks import catalog as catalogs
     from bot.web import build_app
-    from bot.worker import Worker
 
     runbooks = catalogs.load(settings)  # once per process; invalid runbooks stop the start
     with common.database(settings, migrated=False) as db:
@@ -25,33 +25,34 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             migrations.upgrade(db)
         else:
             migrations.check(db)
-        clock = SystemClock()
-        worker = Worker(db, settings, clock) if settings.serve_worker else None
-        stop = threading.Event()
-        thread = (
-            threading.Thread(target=worker.run_forever, args=(stop,), name="worker")
-            if worker
-            else None
-        )
-        app = build_app(settings, db, clock, catalog=runbooks, wake=worker.wake if worker else None)
+        worker = WorkerProcess(settings) if settings.serve_worker else None
+        wake = worker.wake if worker is not None else None
+        app = build_app(settings, db, SystemClock(), catalog=runbooks, wake=wake)
         host, port = args.host or settings.listen_host, args.port or settings.listen_port
         logging.getLogger(__name__).info(
-            "listening on http://%s:%s (database %s, %d runbooks)",
+            "listening on http://%s:%s (database %s, %d runbooks, %s)",
             host,
             port,
             db.describe(),
             len(runbooks.runbooks) + (runbooks.fallback is not None),
+            "worker in a child process" if worker else "no worker: run `runbook-bot worker`",
         )
-        if thread is not None:
-            thread.start()
+        # uvicorn shuts down gracefully on SIGTERM, then raises the signal again for the
+        # handler that was there before it: this one, so that the worker process is
+        # stopped below and serve exits 0 instead of dying on the default handler.
+        signal.signal(signal.SIGTERM, _exit)
+        if worker is not None:
+            worker.start()
         try:
             uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
         finally:
-            stop.set()
-            if worker is not None and thread is not None:
-                worker.wake()
-                thread.join(timeout=settings.worker_lease.total_seconds())
+            if worker is not None:
+                worker.stop(timeout=settings.worker_lease.total_seconds())
     return 0
+
+
+def _exit(*_: object) -> None:
+    raise SystemExit(0)
 
 
 def db_upgrade(_: argparse.Namespace, settings: Settings) -> int:

@@ -92,8 +92,8 @@ def build_app(
             ),
             limiter=ingest_slots(),
         )
-        if result.opened and wake is not None:
-            wake()
+        if result.runbook is not None and wake is not None:
+            wake()  # the worker proposes the first steps
         metrics.ingest_seconds.observe(elapsed())
         for outcome, count in result.counts().items():
             metrics.alerts.labels(outcome).inc(count)

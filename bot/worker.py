@@ -14,8 +14,8 @@ recorded and dropped. A failure is retried by its class: with `Outcome.retry_aft
 remain; a permanent failure never.
 
 `run_forever` is the loop of `runbook-bot worker` and of the child process `serve` starts;
-`wake` cuts its idle wait short when the webhook opened an incident or an approval was
-just committed (`serve` shares the event with its child process).
+`wake` cuts its idle wait short when the webhook opened an incident or a decision was
+just committed (across the process boundary through a pipe, in `serve`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
@@ -67,15 +67,6 @@ class Claim:
     timeout: timedelta | None
 
 
-class Signal(Protocol):
-    """What `threading.Event` and `multiprocessing.Event` share."""
-
-    def set(self) -> None: ...
-    def clear(self) -> None: ...
-    def wait(self, timeout: float | None = None) -> bool: ...
-    def is_set(self) -> bool: ...
-
-
 class Worker:
     def __init__(
         self,
@@ -84,22 +75,22 @@ class Worker:
         clock: Clock,
         kube_factory: Callable[[], Any] | None = None,
         owner: str | None = None,
-        wake: Signal | None = None,
+        wake: threading.Event | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
         self.clock = clock
         self.kube_factory = kube_factory
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self._wake: Signal = wake if wake is not None else threading.Event()
-        """Set to look for work now; a `multiprocessing` event when `serve` runs this
-        worker in a child process and its webhook wakes it."""
+        self._wake = wake if wake is not None else threading.Event()
+        """Set to look for work now (in `serve`'s worker process, by what the webhook
+        writes to its wake pipe)."""
 
     def wake(self) -> None:
         """Look for work now (an approval was committed)."""
         self._wake.set()
 
-    def run_forever(self, stop: Signal) -> None:
+    def run_forever(self, stop: threading.Event) -> None:
         poll = self.settings.worker_poll.total_seconds()
         logger.info("worker %s started", self.owner)
         while not stop.is_set():

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ import httpx
 import pytest
 import yaml
 
+from bot.cli.worker_process import WorkerProcess
+from bot.config import load_settings
 from bot.sim import SimHandle, running, seed
 from tests.runbooks.rig import TWO_STEPS
 from tests.sim.waiting import TIME_SCALE, eventually
@@ -198,6 +201,7 @@ def test_a_killed_worker_process_is_started_again_and_serve_stops_it_on_sigterm(
     log = served.log()
     assert f"worker process {first} exited with code -9" in log
     assert "starting another in 1 s" in log
+    assert "did not stop" not in log  # it stopped on SIGTERM; nothing was killed
 
 
 def test_a_worker_process_whose_serve_was_killed_stops_by_itself(served: Served) -> None:
@@ -209,3 +213,17 @@ def test_a_worker_process_whose_serve_was_killed_stops_by_itself(served: Served)
 
     eventually(lambda: not _alive(worker), timeout=WAIT, what="the orphaned worker to stop")
     assert "is gone; the worker process stops" in served.log()
+
+
+def test_waking_never_blocks_even_when_no_worker_reads(tmp_path: Path) -> None:
+    process = WorkerProcess(load_settings(database_url=f"sqlite:///{tmp_path / 'x.db'}"))
+    waking = threading.Thread(target=lambda: [process.wake() for _ in range(200_000)])
+    try:
+        waking.start()  # far more wake-ups than a pipe holds (64 KiB on Linux)
+        waking.join(timeout=WAIT)
+        assert not waking.is_alive(), "wake() blocked on a full pipe"
+        pending = os.read(process._reader.fileno(), 1 << 20)
+    finally:
+        process.stop(timeout=1)
+
+    assert pending and set(pending) == {ord("w")}

@@ -54,6 +54,8 @@ class IngestResult:
     repeats: int = 0
     resolved_alerts: int = 0
     refired: int = 0
+    runbook: str | None = None
+    """The runbook frozen onto the incident it opened (the worker has steps to propose)."""
 
     def counts(self) -> dict[str, int]:
         return {
@@ -123,9 +125,10 @@ def _freeze(
     incident: Incident,
     loaded: LoadedRunbook,
     now: datetime,
-) -> None:
-    """Freeze `loaded` onto the incident that just opened. Rendering runs before anything
-    is written, so a runbook bug costs the runbook, never the alert (invariant 1)."""
+) -> bool:
+    """Freeze `loaded` onto the incident that just opened; whether it was. Rendering runs
+    before anything is written, so a runbook bug costs the runbook, never the alert
+    (invariant 1)."""
     labels, annotations = _trigger(payload)
     try:
         frozen = engine.freeze(incident, labels, annotations, loaded, now)
@@ -141,10 +144,11 @@ def _freeze(
             f"(id {error_id}); the bot's log has the details. Work the incident by hand.",
             data={"error_id": error_id},
         )
-        return
+        return False
     session.connection().execute(insert(FROZEN), frozen.row)
     for kind, summary, data in frozen.entries:
         writes.entry(incident, at=now, actor=engine.BOT, type=kind, summary=summary, data=data)
+    return True
 
 
 def _lock_group(session: Session, digest: str) -> None:
@@ -202,8 +206,8 @@ def _ingest(
             data={"truncated_alerts": payload.truncated_alerts},
         )
     writes.flush_alerts(session, now)
-    if opened and loaded is not None:
-        _freeze(session, writes, payload, incident, loaded, now)
+    if opened and loaded is not None and _freeze(session, writes, payload, incident, loaded, now):
+        result.runbook = loaded.runbook.id
     if result.resolved_alerts or (opened and not any(a.firing for a in payload.alerts)):
         result.resolved = _settle(session, writes, incident, now)
     elif result.new or result.refired:

@@ -2,27 +2,32 @@
 
 A child process, not a thread: proposing steps and running actions is Python work, and in
 the webhook's own interpreter it would share one GIL with ingest. During an alert storm
-that doubled the webhook's p99 (docs/performance.md); in its own process the worker uses
+that tripled the webhook's p99 (docs/performance.md); in its own process the worker uses
 another core and the webhook keeps its latency.
 
-The child is started with `spawn` (no fork of a threaded parent) and gets the settings and
-two shared events: `wake`, set by the webhook after it opened an incident or committed an
-approval, and `stop`. A child that dies (a crash, the OOM killer, kill -9) is started again
-after a backoff of 1 s doubling to 30 s; nothing is lost, because a step it was running
-has a lease that runs out and is then offered to people again. A child whose parent died
-(serve was killed) stops by itself within a second instead of running on unsupervised.
+The child is started with `spawn` (no fork of a threaded parent). The webhook wakes it by
+writing a byte to a pipe, never blocking: a full pipe already holds a wake-up. (A
+`multiprocessing.Event` would not do: its `set` waits for the sleeping process to
+acknowledge, which stalls the event loop, and forever if that process was killed.) A
+child that dies (a crash, the OOM killer, kill -9) is started again after a backoff of
+1 s doubling to 30 s; nothing is lost, because a step it was running has a lease that
+runs out and is then offered to people again. `stop` sends SIGTERM: the child finishes the
+step in hand and exits. A child whose parent died (serve was killed) stops by itself
+within a second instead of running on unsupervised.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
+import select
 import signal
 import threading
 import time
+from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnProcess
-from multiprocessing.synchronize import Event
 
 from bot.config import Settings
 
@@ -39,20 +44,23 @@ class WorkerProcess:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._context = multiprocessing.get_context("spawn")
-        self._wake: Event = self._context.Event()
-        self._stop: Event = self._context.Event()
+        # The pipe outlives each child: a new one reads wake-ups left by the last.
+        self._reader, self._writer = self._context.Pipe(duplex=False)
+        os.set_blocking(self._writer.fileno(), False)
         self._closing = threading.Event()
+        self._lock = threading.Lock()
         self._process: SpawnProcess | None = None
         self._supervisor: threading.Thread | None = None
-        self.starts = 0
 
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
     def wake(self) -> None:
-        """Look for work now: an incident opened or an approval was committed."""
-        self._wake.set()
+        """Look for work now: an incident opened or a decision was committed. Never blocks."""
+        # A full pipe already holds wake-ups the worker has yet to read.
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._writer.fileno(), b"w")
 
     def start(self) -> None:
         self._spawn()
@@ -62,31 +70,34 @@ class WorkerProcess:
         self._supervisor.start()
 
     def stop(self, timeout: float) -> None:
-        """Ask the child to finish its current step (up to `timeout`), then end it."""
-        self._closing.set()
-        self._stop.set()
-        self._wake.set()
-        process = self._process
-        if process is not None:
-            process.join(timeout)
-            if process.is_alive():
+        """Ask the child to finish the step in hand (up to `timeout` s), then end it."""
+        with self._lock:
+            self._closing.set()
+            process = self._process
+        if process is not None and process.exitcode is None:
+            process.terminate()
+        # Only the supervisor waits for the child: two threads reaping one process race,
+        # and the loser would think a child that exited is still running.
+        if self._supervisor is not None:
+            self._supervisor.join(timeout)
+            if self._supervisor.is_alive() and process is not None:
                 logger.warning(
                     "worker process %s did not stop in %.0f s; killing it", process.pid, timeout
                 )
                 process.kill()
-                process.join(5)
-        if self._supervisor is not None:
-            self._supervisor.join(5)
+                self._supervisor.join(5)
+        self._reader.close()
+        self._writer.close()
 
     def _spawn(self) -> None:
+        """Start a child; the caller holds `_lock` (or nothing else runs yet)."""
         process = self._context.Process(
             target=_child,
-            args=(self.settings, self._wake, self._stop, os.getpid()),
+            args=(self.settings, self._reader, os.getpid()),
             name="runbook-bot-worker",
         )
         process.start()
         self._process = process
-        self.starts += 1
         logger.info("worker process %s started", process.pid)
 
     def _supervise(self) -> None:
@@ -98,7 +109,8 @@ class WorkerProcess:
             process.join()
             if self._closing.is_set():
                 return
-            backoff = BACKOFF_FIRST if time.monotonic() - started > HEALTHY_AFTER else backoff
+            if time.monotonic() - started > HEALTHY_AFTER:
+                backoff = BACKOFF_FIRST
             logger.error(
                 "worker process %s exited with code %s; starting another in %.0f s "
                 "(steps it was running are offered again when their lease runs out)",
@@ -108,36 +120,45 @@ class WorkerProcess:
             )
             if self._closing.wait(backoff):
                 return
-            self._spawn()
+            with self._lock:
+                if self._closing.is_set():
+                    return
+                self._spawn()
             backoff = min(backoff * 2, BACKOFF_MAX)
 
 
-def _child(settings: Settings, wake: Event, stop: Event, parent: int) -> None:
-    """The child's main: the same worker as `runbook-bot worker`, woken by the webhook."""
+def _child(settings: Settings, reader: Connection, parent: int) -> None:
+    """The child's main: the same worker as `runbook-bot worker`, woken through the pipe."""
     from bot.cli import common
     from bot.clock import SystemClock
     from bot.worker import Worker
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches serve, which stops us
+    stop, wake = threading.Event(), threading.Event()
 
     def terminate(*_: object) -> None:
         stop.set()
         wake.set()
 
     signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches serve, which stops us
     common.configure_logging(settings)
-    threading.Thread(target=_orphaned, args=(parent, stop, wake), daemon=True).start()
+    listener = threading.Thread(
+        target=_listen, args=(reader, parent, stop, wake), name="wake-pipe", daemon=True
+    )
+    listener.start()
     with common.database(settings) as db:
         Worker(db, settings, SystemClock(), wake=wake).run_forever(stop)
 
 
-def _orphaned(parent: int, stop: Event, wake: Event) -> None:
-    """Stop when `serve` is gone (killed without a chance to stop us)."""
-    while not stop.wait(1.0):
+def _listen(reader: Connection, parent: int, stop: threading.Event, wake: threading.Event) -> None:
+    """Turn bytes on the pipe into wake-ups; stop when `serve` is gone."""
+    fd = reader.fileno()
+    while not stop.is_set():
+        readable, _, _ = select.select([fd], [], [], 1.0)
+        if readable and os.read(fd, 4096):
+            wake.set()
         if os.getppid() != parent:
-            logging.getLogger(__name__).error(
-                "serve (pid %s) is gone; the worker process stops", parent
-            )
+            logger.error("serve (pid %s) is gone; the worker process stops", parent)
             stop.set()
             wake.set()
             return

@@ -55,6 +55,13 @@ PCI_BUS = ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")
 GENERATOR = "http://prometheus:9090/graph?g0.expr=DCGM_FI_DEV_XID_ERRORS"
 COUNTS = """SELECT (SELECT count(*) FROM incidents), (SELECT count(*) FROM alerts),
     (SELECT sessions FROM pg_stat_database WHERE datname = current_database())"""
+BACKLOG = "SELECT count(*) FROM incident_runbooks WHERE proposed_at IS NULL"
+# Seconds from the runbook frozen at ingest to the worker proposing its first steps.
+LAG = """SELECT count(*), percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY s),
+    max(s) FROM (SELECT extract(epoch FROM proposed_at - matched_at) AS s
+    FROM incident_runbooks WHERE proposed_at IS NOT NULL) lag"""
+DRAIN_S = 120.0
+SERVE_WORKER = "RUNBOOK_BOT_SERVE_WORKER"
 FAILURES = (RuntimeError, OSError, subprocess.SubprocessError, psycopg.Error, httpx.HTTPError)
 BOT = str(Path(sys.executable).parent / "runbook-bot")
 
@@ -245,9 +252,20 @@ def cpu_seconds(pid: int, reaped: bool = False) -> float:
     return sum(int(x) for x in fields[11 : 15 if reaped else 13]) / os.sysconf("SC_CLK_TCK")
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live child of `pid`, their children, and so on (serve's worker process)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            for child in map(int, task.read_text().split()):
+                found += [child, *descendants(child)]
+    return found
+
+
 def cpu_now(server: int) -> dict[str, float]:
-    """CPU seconds so far: this client, the server, every PostgreSQL process (with exited
-    backends, counted on the postmaster) and the whole machine (busy, from /proc/stat)."""
+    """CPU seconds so far: this client, the server, its worker process(es), every
+    PostgreSQL process (with exited backends, counted on the postmaster) and the whole
+    machine (busy, from /proc/stat)."""
     ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
     pg = 0.0
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -256,7 +274,17 @@ def cpu_now(server: int) -> dict[str, float]:
                 pg += cpu_seconds(int(stat.parent.name), reaped=True)
     machine = (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
     own = time.process_time()
-    return {"client": own, "server": cpu_seconds(server), "PostgreSQL": pg, "machine": machine}
+    worker = 0.0
+    for child in descendants(server):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            worker += cpu_seconds(child)
+    return {
+        "client": own,
+        "server": cpu_seconds(server),
+        "worker": worker,
+        "PostgreSQL": pg,
+        "machine": machine,
+    }
 
 
 @dataclass
@@ -270,12 +298,43 @@ class Phase:
 
 
 @dataclass
+class Proposals:
+    """How the worker kept up: its backlog when the load stopped, how long it took to
+    empty, and the lag from ingest freezing a runbook to its first steps proposed."""
+
+    backlog: int
+    drain_s: float
+    proposed: int
+    lag_s: tuple[float, float, float, float]
+
+
+@dataclass
 class Measured:
     phases: list[Phase]
     traffic: Traffic
     hwm_kib: int
     rows: dict[str, int]
     ingest_s: float
+    proposals: Proposals | None
+    """None when serve runs no worker (RUNBOOK_BOT_SERVE_WORKER=false)."""
+
+
+def proposals(url: str) -> Proposals:
+    """Wait (up to DRAIN_S) for the worker to propose every frozen runbook; measure it."""
+    with connect(url) as conn:
+        conn.autocommit = True
+        started = time.perf_counter()
+        backlog = int((conn.execute(BACKLOG).fetchone() or (0,))[0])
+        left = backlog
+        while left and time.perf_counter() - started < DRAIN_S:
+            time.sleep(0.2)
+            left = int((conn.execute(BACKLOG).fetchone() or (0,))[0])
+        if left:
+            raise RuntimeError(f"the worker left {left} runbooks unproposed after {DRAIN_S} s")
+        drain_s = time.perf_counter() - started if backlog else 0.0
+        count, quantiles, top = conn.execute(LAG).fetchone() or (0, None, None)
+    p50, p95, p99 = quantiles or (0.0, 0.0, 0.0)  # NULL when nothing was proposed
+    return Proposals(backlog, drain_s, int(count), (p50, p95, p99, top or 0.0))
 
 
 def phase(
@@ -336,6 +395,7 @@ def measure(args: argparse.Namespace, env: dict[str, str], log: IO[bytes]) -> Me
             time.sleep(1.0)  # PostgreSQL publishes session counts at most once a second
             row = conn.execute(COUNTS).fetchone() or (0, 0, 0)
             rows = dict(zip(("incidents", "alerts", "sessions"), map(int, row), strict=True))
+        worker = proposals(args.database_url) if env.get(SERVE_WORKER) != "false" else None
     finally:
         server.terminate()
         try:
@@ -343,7 +403,7 @@ def measure(args: argparse.Namespace, env: dict[str, str], log: IO[bytes]) -> Me
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-    return Measured(phases, traffic, hwm_kib, rows, ingest_s)
+    return Measured(phases, traffic, hwm_kib, rows, ingest_s, worker)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -391,6 +451,24 @@ def describe(one: Phase, cores: int) -> list[tuple[str, str]]:
     ]
 
 
+def worker_lines(found: Proposals | None) -> list[tuple[str, str]]:
+    if found is None:
+        return [("worker", "none in serve (RUNBOOK_BOT_SERVE_WORKER=false): nothing proposed")]
+    p50, p95, p99, top = (x * 1000 for x in found.lag_s)
+    return [
+        (
+            "worker",
+            f"{found.proposed:,} runbooks proposed; backlog when the load stopped "
+            f"{found.backlog:,}, empty {found.drain_s:.1f} s later",
+        ),
+        (
+            "  lag ms",
+            f"frozen -> first steps proposed: p50 {p50:.0f}  p95 {p95:.0f}  "
+            f"p99 {p99:.0f}  max {top:.0f}",
+        ),
+    ]
+
+
 def report(args: argparse.Namespace, result: Measured) -> int:
     steady, capacity = result.phases
     rows, cores = result.rows, os.cpu_count() or 1
@@ -408,7 +486,7 @@ def report(args: argparse.Namespace, result: Measured) -> int:
     steady_rate = len(steady.stats.latencies) * PER_POST / steady.elapsed
     p99 = percentiles(steady.stats.latencies)[2]
     verdicts = ["PASS" if met else "MISS" for met in (rate >= TARGET_RATE, p99 < TARGET_P99_MS)]
-    outcomes = {}
+    outcomes: dict[str, int] = {}
     for one in result.phases:
         for key, value in one.stats.outcomes.items():
             outcomes[key] = outcomes.get(key, 0) + value
@@ -429,6 +507,7 @@ def report(args: argparse.Namespace, result: Measured) -> int:
             f"{result.ingest_s / requests * 1000:.1f} ms mean per POST, parse to commit (/metrics)",
         ),
         ("server RSS", f"{result.hwm_kib / 1024:.0f} MiB peak (VmHWM)"),
+        *worker_lines(result.proposals),
         ("incidents", f"{rows['incidents']:,} created for {groups:,} distinct groups posted"),
         ("alert rows", f"{rows['alerts']:,} stored for {instances:,} alert instances posted"),
         ("db sessions", f"{rows['sessions']:,} PostgreSQL connections opened in all"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
+from bot.chat import models as chat_models  # noqa: F401
 from bot.db import Base
 from bot.incidents import models  # noqa: F401  (registers the tables)
 from bot.runbooks import models as runbook_models  # noqa: F401

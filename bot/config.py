@@ -194,7 +194,8 @@ class Settings(BaseSettings):
         description="Who may approve steps: person id (chat user id, or the `--as` name) -> "
         "roles among `responder`, `second_line`, `admin`. Empty (the default): nobody may "
         "approve, so only `auto` steps run. Env: JSON, e.g. "
-        '`{"U024BE7LH": ["responder"], "alice": ["admin"]}`.',
+        '`{"slack:U024BE7LH": ["responder"], "alice": ["admin"]}` (Slack users are '
+        "`slack:` + their user id).",
     )
     worker_lease: Duration = Field(
         timedelta(seconds=60),
@@ -212,6 +213,61 @@ class Settings(BaseSettings):
         description="`serve` starts the worker (proposes and runs steps, fires timers) as "
         "a child process it supervises and wakes. Set false when workers run on their own "
         "(`runbook-bot worker`, e.g. a separate Deployment).",
+    )
+    slack_bot_token: SecretStr | None = Field(
+        None,
+        description="Slack bot token (`xoxb-...`). Set it (or `slack_bot_token_file`) to "
+        "turn Slack on: incident cards, buttons and `/incident`. See docs/slack.md.",
+    )
+    slack_bot_token_file: Path | None = Field(
+        None, description="File holding the bot token (a mounted Secret)."
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        None,
+        description="The app's signing secret: every request to `/slack/events` must be "
+        "signed with it (HTTP mode; required there).",
+    )
+    slack_signing_secret_file: Path | None = Field(
+        None, description="File holding the signing secret."
+    )
+    slack_app_token: SecretStr | None = Field(
+        None,
+        description="App-level token (`xapp-...`, scope connections:write) for Socket Mode.",
+    )
+    slack_app_token_file: Path | None = Field(None, description="File holding the app token.")
+    slack_mode: Literal["http", "socket"] = Field(
+        "http",
+        description="How Slack reaches the bot: `http` (Slack posts to `/slack/events`; the "
+        "bot must be reachable) or `socket` (the bot opens a WebSocket to Slack: no inbound "
+        "connection needed).",
+    )
+    slack_channel: str | None = Field(
+        None,
+        pattern=r"^[CGD][A-Z0-9]{2,20}$",
+        description="Channel id where incident cards go (`C0123456789`); invite the bot.",
+    )
+    slack_api_url: str = Field(
+        "https://slack.com/api/", description="Slack Web API base URL (tests point it at a fake)."
+    )
+    slack_timeout: Duration = Field(
+        timedelta(seconds=10), gt=timedelta(0), description="Timeout of each Slack call."
+    )
+    slack_rate: float = Field(
+        1.0,
+        gt=0,
+        le=20,
+        description="Messages per second per channel at most (Slack allows about 1).",
+    )
+    slack_role_groups: dict[Role, list[str]] = Field(
+        {},
+        description="Slack user groups whose members have a role, e.g. `{responder: "
+        "[S0123ONCALL], second_line: [S0456SRE]}`; combined with `roles` (where Slack users "
+        "are `slack:U0123ABC`).",
+    )
+    slack_groups_ttl: Duration = Field(
+        timedelta(minutes=5),
+        ge=timedelta(seconds=10),
+        description="How long user-group memberships are cached.",
     )
     bmc: BmcSettings = Field(
         default_factory=BmcSettings,
@@ -263,6 +319,35 @@ class Settings(BaseSettings):
         if self.webhook_token_file is not None and not self.webhook_token_file.is_file():
             raise ValueError(f"webhook_token_file {self.webhook_token_file} is not a file")
         return self
+
+    @model_validator(mode="after")
+    def _slack_is_consistent(self) -> Settings:
+        for name in ("slack_bot_token", "slack_signing_secret", "slack_app_token"):
+            if getattr(self, name) is not None and getattr(self, f"{name}_file") is not None:
+                raise ValueError(f"set {name} or {name}_file, not both")
+            path = getattr(self, f"{name}_file")
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}_file {path} is not a file")
+        if self.slack_enabled:
+            if self.slack_channel is None:
+                raise ValueError("Slack is on (slack_bot_token): set slack_channel too")
+            if self.slack_mode == "http" and self.slack_secret("signing_secret") is None:
+                raise ValueError("slack_mode http needs slack_signing_secret")
+            if self.slack_mode == "socket" and self.slack_secret("app_token") is None:
+                raise ValueError("slack_mode socket needs slack_app_token (xapp-...)")
+        return self
+
+    @property
+    def slack_enabled(self) -> bool:
+        return self.slack_bot_token is not None or self.slack_bot_token_file is not None
+
+    def slack_secret(self, name: Literal["bot_token", "signing_secret", "app_token"]) -> str | None:
+        """A Slack secret, read from its file when one is set."""
+        value: SecretStr | None = getattr(self, f"slack_{name}")
+        if value is not None:
+            return value.get_secret_value()
+        path: Path | None = getattr(self, f"slack_{name}_file")
+        return path.read_text().strip() if path is not None else None
 
     @property
     def is_sqlite(self) -> bool:

@@ -16,7 +16,18 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Engine, create_engine, event, exc
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    DateTime,
+    Engine,
+    Table,
+    TextClause,
+    create_engine,
+    event,
+    exc,
+)
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
@@ -154,3 +165,22 @@ def _sqlite_pragmas(engine: Engine, busy_seconds: int) -> None:
         # Take the write lock up front: a deferred transaction that reads then writes can
         # fail with "database is locked" half-way; an immediate one waits its turn.
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def insert_new(
+    session: Session,
+    table: Table,
+    values: dict[str, Any],
+    *,
+    index_elements: list[str],
+    index_where: ColumnElement[bool] | TextClause | None = None,
+) -> bool:
+    """INSERT ... ON CONFLICT DO NOTHING on PostgreSQL and SQLite; whether a row was added."""
+    if session.get_bind().dialect.name == "postgresql":
+        stmt: Any = postgresql.insert(table).values(values)
+    else:
+        stmt = sqlite.insert(table).values(values)
+    stmt = stmt.on_conflict_do_nothing(index_elements=index_elements, index_where=index_where)
+    # RETURNING, not rowcount: psycopg reports -1 for this statement.
+    added = session.execute(stmt.returning(table.c[index_elements[0]])).first()
+    return added is not None

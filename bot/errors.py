@@ -21,10 +21,13 @@
     │                             by the sandbox (bot.runbooks.templates)
     ├── ActionUnknown             no registered action has that name
     ├── ParamsInvalid             action parameters failed their model (no call was made)
-    └── ActionError               an action failed; the class carries the retry decision
-        ├── PermanentActionError  retrying will not help (refused, forbidden, not found)
-        │   └── BreakerOpen       the circuit breaker refuses more cordoned GPU nodes
-        └── TemporaryActionError  may succeed later; `delay` says when to try again
+    ├── ActionError               an action failed; the class carries the retry decision
+    │   ├── PermanentActionError  retrying will not help (refused, forbidden, not found)
+    │   │   └── BreakerOpen       the circuit breaker refuses more cordoned GPU nodes
+    │   └── TemporaryActionError  may succeed later; `delay` says when to try again
+    └── ChatError                 a chat call failed (Slack)
+        ├── ChatRefused           the chat service said no (bad token, no such channel)
+        └── ChatUnavailable       it may work later (429, 5xx, timeout); `delay` says when
 
 Callers decide by class, never by message text.
 """
@@ -124,3 +127,21 @@ class TemporaryActionError(ActionError):
     def __init__(self, message: str, *, delay: float = 5.0) -> None:
         super().__init__(message)
         self.delay = delay
+
+
+class ChatError(BotError):
+    """A chat call (Slack) failed; the message names the method and what to check."""
+
+
+class ChatRefused(ChatError):
+    """The chat service refused the call; sending it again will not help."""
+
+
+class ChatUnavailable(ChatError):
+    """The chat service throttled us, failed or did not answer; try again after `delay`
+    seconds (a 429's Retry-After when it gave one)."""
+
+    def __init__(self, message: str, *, delay: float = 5.0, throttled: bool = False) -> None:
+        super().__init__(message)
+        self.delay = delay
+        self.throttled = throttled

@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from bot import migrations
 from bot.alerts import ingest, webhook
+from bot.chat.slack.app import SlackApp
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
@@ -57,9 +58,12 @@ def build_app(
     *,
     catalog: Catalog | None = None,
     wake: Callable[[], None] | None = None,
+    wake_chat: Callable[[], None] | None = None,
+    slack: SlackApp | None = None,
 ) -> Starlette:
     """The app. With `catalog`, opening incidents get their runbook; `wake` tells the
-    in-process worker that a step may be ready to run."""
+    worker that a step may be ready to run, `wake_chat` the chat sender that an incident's
+    log grew. With `slack`, Slack's requests arrive at `/slack/events`."""
 
     def open_counts() -> dict[str, int]:
         with db.session() as session:
@@ -94,6 +98,8 @@ def build_app(
         )
         if result.runbook is not None and wake is not None:
             wake()  # the worker proposes the first steps
+        if result.logged and wake_chat is not None:
+            wake_chat()  # the card and its thread follow the log
         metrics.ingest_seconds.observe(elapsed())
         for outcome, count in result.counts().items():
             metrics.alerts.labels(outcome).inc(count)
@@ -189,6 +195,8 @@ def build_app(
         run = await run_in_threadpool(call)
         if wake is not None:
             wake()
+        if wake_chat is not None:
+            wake_chat()
         return run
 
     async def healthz(_: Request) -> Response:
@@ -211,6 +219,7 @@ def build_app(
 
     routes = [
         Route("/webhooks/alertmanager", alertmanager, methods=["POST"]),
+        *([Route("/slack/events", slack.handle_http, methods=["POST"])] if slack else []),
         Route("/api/incidents", list_incidents, methods=["GET"]),
         Route("/api/incidents/{number}", show_incident, methods=["GET"]),
         Route("/api/incidents/{number}/steps", list_steps, methods=["GET"]),

@@ -51,6 +51,8 @@ from bot.runbooks.steps import StepState
 
 logger = logging.getLogger(__name__)
 S = StepState
+PROGRESS_EVERY = 5.0
+"""Seconds between two progress reports of one running action that are recorded."""
 
 
 @dataclass(frozen=True)
@@ -312,10 +314,43 @@ class Worker:
             clock=self.clock,
             incident=f"INC-{claim.incident}",
             record=partial(self._record, claim),
+            progress=self._progress(claim),
             kube_factory=self.kube_factory,
             alert_history=partial(history.alerts_on_node, self.db),
         )
         return ctx
+
+    def _progress(self, claim: Claim) -> Callable[[str], None]:
+        """Progress of a running action (drain: pods left): the run's summary, which the
+        chat card shows, and an `action.progress` log entry, at most every PROGRESS_EVERY
+        so a drain of 200 pods is not 200 messages."""
+        last: list[float] = []
+
+        def report(message: str) -> None:
+            now = time.monotonic()
+            if last and now - last[0] < PROGRESS_EVERY:
+                return
+            last[:] = [now]
+            try:
+                with self.db.transaction() as session:
+                    run = session.get(StepRun, claim.run_id, with_for_update=True)
+                    if run is None or run.state != S.RUNNING or run.lease_owner != self.owner:
+                        return
+                    run.summary = message[:2000]
+                    incident = incidents.get(session, claim.incident, lock=True)
+                    log.append(
+                        session,
+                        incident,
+                        at=self.clock.now(),
+                        actor=engine.actor_of(claim.actor),
+                        type="action.progress",
+                        summary=f"step {claim.step}: {message}",
+                        data={"step": claim.step, "attempt": claim.attempt, "run": claim.run_id},
+                    )
+            except BotError as exc:  # progress is news, never a reason to fail the action
+                logger.warning("INC-%s: progress not recorded: %s", claim.incident, exc)
+
+        return report
 
     def _record(self, claim: Claim, kind: str, summary: str, data: dict[str, Any]) -> None:
         with self.db.transaction() as session:

@@ -16,7 +16,8 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-import bot.incidents.models  # noqa: F401  (registers the tables)
+import bot.chat.models  # noqa: F401  (registers the tables)
+import bot.incidents.models  # noqa: F401
 import bot.runbooks.models  # noqa: F401
 from bot import cli
 from bot.db import Base, Database

@@ -217,7 +217,9 @@ def test_a_worker_process_whose_serve_was_killed_stops_by_itself(served: Served)
 
 def test_waking_never_blocks_even_when_no_worker_reads(tmp_path: Path) -> None:
     process = WorkerProcess(load_settings(database_url=f"sqlite:///{tmp_path / 'x.db'}"))
-    waking = threading.Thread(target=lambda: [process.wake() for _ in range(200_000)])
+    waking = threading.Thread(
+        target=lambda: [(process.wake(), process.wake_chat()) for _ in range(100_000)]
+    )
     try:
         waking.start()  # far more wake-ups than a pipe holds (64 KiB on Linux)
         waking.join(timeout=WAIT)
@@ -226,4 +228,4 @@ def test_waking_never_blocks_even_when_no_worker_reads(tmp_path: Path) -> None:
     finally:
         process.stop(timeout=1)
 
-    assert pending and set(pending) == {ord("w")}
+    assert pending and set(pending) == {ord("s"), ord("c")}  # steps and chat wake-ups

@@ -56,6 +56,8 @@ class IngestResult:
     refired: int = 0
     runbook: str | None = None
     """The runbook frozen onto the incident it opened (the worker has steps to propose)."""
+    logged: bool = False
+    """Whether the incident's log grew (chat has something to show)."""
 
     def counts(self) -> dict[str, int]:
         return {
@@ -188,6 +190,7 @@ def _ingest(
         opened = True
 
     result = IngestResult(incident.number, opened=opened, reopened=reopened)
+    seq = 0 if opened else incident.log_seq
     arrived = [
         grouping.severity_of(alert)
         for alert in payload.alerts
@@ -214,6 +217,7 @@ def _ingest(
         incident.alerts_cleared_at = None
     writes.flush_log(session)
     incident.updated_at = now
+    result.logged = reopened or incident.log_seq > seq
     return result
 
 

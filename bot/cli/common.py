@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -60,3 +61,36 @@ def table(rows: list[list[str]]) -> str:
 
 def split(values: list[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def run_workers(
+    settings: Settings,
+    stop: threading.Event,
+    *,
+    wake: threading.Event | None = None,
+    wake_chat: threading.Event | None = None,
+) -> None:
+    """The worker (steps) until `stop`, and the Slack sender beside it when Slack is on."""
+    from bot.worker import Worker
+
+    with database(settings) as db:
+        sender = None
+        if settings.slack_enabled:
+            from bot.chat import slack
+            from bot.chat.slack.sender import SlackSender
+
+            chat = SlackSender(db, settings, SystemClock(), slack.api(settings))
+            sender = threading.Thread(
+                target=chat.run_forever,
+                args=(stop, wake_chat or threading.Event()),
+                name="slack-sender",
+            )
+            sender.start()
+        try:
+            Worker(db, settings, SystemClock(), wake=wake).run_forever(stop)
+        finally:
+            stop.set()
+            if wake_chat is not None:
+                wake_chat.set()
+            if sender is not None:
+                sender.join(timeout=settings.slack_timeout.total_seconds() + 5)

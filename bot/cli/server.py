@@ -5,11 +5,17 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from bot import migrations
 from bot.cli import common
-from bot.clock import SystemClock
+from bot.clock import Clock, SystemClock
 from bot.config import Settings
+from bot.db import Database
+
+if TYPE_CHECKING:
+    from bot.chat.slack.app import SlackApp
 
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -25,9 +31,20 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             migrations.upgrade(db)
         else:
             migrations.check(db)
+        clock = SystemClock()
         worker = WorkerProcess(settings) if settings.serve_worker else None
         wake = worker.wake if worker is not None else None
-        app = build_app(settings, db, SystemClock(), catalog=runbooks, wake=wake)
+        wake_chat = worker.wake_chat if worker is not None else None
+        slack = _slack(settings, db, clock, wake, wake_chat)
+        app = build_app(
+            settings,
+            db,
+            clock,
+            catalog=runbooks,
+            wake=wake,
+            wake_chat=wake_chat,
+            slack=slack if settings.slack_mode == "http" else None,
+        )
         host, port = args.host or settings.listen_host, args.port or settings.listen_port
         logging.getLogger(__name__).info(
             "listening on http://%s:%s (database %s, %d runbooks, %s)",
@@ -43,12 +60,42 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         signal.signal(signal.SIGTERM, _exit)
         if worker is not None:
             worker.start()
+        socket_mode = _socket_mode(settings, slack)
         try:
             uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
         finally:
+            if socket_mode is not None:
+                socket_mode.close()
             if worker is not None:
                 worker.stop(timeout=settings.worker_lease.total_seconds())
     return 0
+
+
+def _slack(
+    settings: Settings,
+    db: Database,
+    clock: Clock,
+    wake: Callable[[], None] | None,
+    wake_chat: Callable[[], None] | None,
+) -> SlackApp | None:
+    if not settings.slack_enabled:
+        return None
+    from bot.chat import slack
+    from bot.chat.slack.app import SlackApp
+
+    return SlackApp(settings, db, clock, slack.api(settings), wake=wake, wake_chat=wake_chat)
+
+
+def _socket_mode(settings: Settings, slack: SlackApp | None) -> Any:
+    """Connect to Slack over Socket Mode (its own threads); None in HTTP mode."""
+    if slack is None or settings.slack_mode != "socket":
+        return None
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    handler = SocketModeHandler(slack.app, settings.slack_secret("app_token"))
+    handler.connect()  # type: ignore[no-untyped-call]
+    logging.getLogger(__name__).info("connected to Slack over Socket Mode")
+    return handler
 
 
 def _exit(*_: object) -> None:

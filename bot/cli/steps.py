@@ -145,14 +145,10 @@ def _decide(
 
 
 def run_worker(_: argparse.Namespace, settings: Settings) -> int:
-    from bot.worker import Worker
-
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with common.database(settings) as db:
-        worker = Worker(db, settings, SystemClock())
-        try:
-            worker.run_forever(stop)
-        except KeyboardInterrupt:
-            stop.set()
+    try:
+        common.run_workers(settings, stop)
+    except KeyboardInterrupt:
+        stop.set()
     return 0

@@ -33,6 +33,8 @@ from bot.config import Settings
 
 logger = logging.getLogger(__name__)
 
+STEPS, CHAT = b"s", b"c"
+"""What a byte on the wake pipe wakes: the step worker or the chat sender."""
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 HEALTHY_AFTER = 60.0
 """A child that ran this long before dying restarts after the first backoff again."""
@@ -57,10 +59,17 @@ class WorkerProcess:
         return self._process.pid if self._process is not None else None
 
     def wake(self) -> None:
-        """Look for work now: an incident opened or a decision was committed. Never blocks."""
+        """Look for steps now: a runbook was frozen or a decision committed. Never blocks."""
+        self._send(STEPS)
+
+    def wake_chat(self) -> None:
+        """Send to chat now: an incident's log grew. Never blocks."""
+        self._send(CHAT)
+
+    def _send(self, topic: bytes) -> None:
         # A full pipe already holds wake-ups the worker has yet to read.
         with contextlib.suppress(BlockingIOError):
-            os.write(self._writer.fileno(), b"w")
+            os.write(self._writer.fileno(), topic)
 
     def start(self) -> None:
         self._spawn()
@@ -128,37 +137,42 @@ class WorkerProcess:
 
 
 def _child(settings: Settings, reader: Connection, parent: int) -> None:
-    """The child's main: the same worker as `runbook-bot worker`, woken through the pipe."""
+    """The child's main: what `runbook-bot worker` runs, woken through the pipe."""
     from bot.cli import common
-    from bot.clock import SystemClock
-    from bot.worker import Worker
 
-    stop, wake = threading.Event(), threading.Event()
+    stop = threading.Event()
+    wakes = {STEPS: threading.Event(), CHAT: threading.Event()}
 
     def terminate(*_: object) -> None:
         stop.set()
-        wake.set()
+        for event in wakes.values():
+            event.set()
 
     signal.signal(signal.SIGTERM, terminate)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches serve, which stops us
     common.configure_logging(settings)
     listener = threading.Thread(
-        target=_listen, args=(reader, parent, stop, wake), name="wake-pipe", daemon=True
+        target=_listen, args=(reader, parent, stop, wakes), name="wake-pipe", daemon=True
     )
     listener.start()
-    with common.database(settings) as db:
-        Worker(db, settings, SystemClock(), wake=wake).run_forever(stop)
+    common.run_workers(settings, stop, wake=wakes[STEPS], wake_chat=wakes[CHAT])
 
 
-def _listen(reader: Connection, parent: int, stop: threading.Event, wake: threading.Event) -> None:
+def _listen(
+    reader: Connection, parent: int, stop: threading.Event, wakes: dict[bytes, threading.Event]
+) -> None:
     """Turn bytes on the pipe into wake-ups; stop when `serve` is gone."""
     fd = reader.fileno()
     while not stop.is_set():
         readable, _, _ = select.select([fd], [], [], 1.0)
-        if readable and os.read(fd, 4096):
-            wake.set()
+        if readable:
+            data = os.read(fd, 4096)
+            for topic, event in wakes.items():
+                if topic in data:
+                    event.set()
         if os.getppid() != parent:
             logger.error("serve (pid %s) is gone; the worker process stops", parent)
             stop.set()
-            wake.set()
+            for event in wakes.values():
+                event.set()
             return

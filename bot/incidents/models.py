@@ -21,6 +21,7 @@ from bot.db import Base
 
 ACTIVE_STATUSES = ("open", "acknowledged")
 _ACTIVE_SQL = "status IN ('open', 'acknowledged')"
+_UNANNOUNCED_SQL = "log_seq > announced_seq"
 GENESIS = "0" * 64
 """The `prev_hash` of an incident's first log entry."""
 
@@ -38,6 +39,14 @@ class Incident(Base):
             sqlite_where=text(_ACTIVE_SQL),
         ),
         Index("ix_incidents_status_severity", "status", "severity"),
+        # Incidents whose log has entries chat has not taken yet (`announced_seq`): the
+        # chat projector's work list, as small as its backlog.
+        Index(
+            "ix_incidents_unannounced",
+            "number",
+            postgresql_where=text(_UNANNOUNCED_SQL),
+            sqlite_where=text(_UNANNOUNCED_SQL),
+        ),
     )
 
     number: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -67,6 +76,8 @@ class Incident(Base):
     # while different incidents never wait on each other.
     log_seq: Mapped[int] = mapped_column(Integer, default=0)
     log_head: Mapped[str] = mapped_column(String(64), default=GENESIS)
+    announced_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """The last log entry chat surfaces have taken (card update and thread post queued)."""
 
     @property
     def ref(self) -> str:

@@ -94,6 +94,34 @@ def acknowledge(
     return incident
 
 
+def assign_owner(
+    session: Session, number: int, owner: str, *, actor: log.Actor, at: datetime
+) -> Incident:
+    """Make `owner` the incident's owner (taking ownership: `owner` is the actor). Only
+    while it is active; a repeat is a no-op."""
+    incident = get(session, number, lock=True)
+    if not Status(incident.status).active:
+        raise TransitionRefused(
+            f"{incident.ref} is {incident.status}: reopen it to change its owner"
+        )
+    if incident.owner == owner:
+        return incident
+    before, incident.owner, incident.updated_at = incident.owner, owner, at
+    took = owner == actor.id
+    log.append(
+        session,
+        incident,
+        at=at,
+        actor=actor,
+        type="incident.owner",
+        summary=f"{actor.name} took ownership of {incident.ref}"
+        if took
+        else f"{actor.name} made {owner} the owner of {incident.ref}",
+        data={"owner": owner, "before": before},
+    )
+    return incident
+
+
 def resolve(
     session: Session,
     number: int,

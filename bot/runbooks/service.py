@@ -45,6 +45,8 @@ class StepRow:
     """A retry waits until then (the failure said when to try again)."""
     actor: str | None
     summary: str
+    run_id: int | None = None
+    """The newest attempt's id: what chat buttons carry."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -54,13 +56,18 @@ def step_rows(db: Database, number: int) -> tuple[str, list[StepRow]]:
     """(runbook id and version, one row per step; `not_reached` for steps not proposed)."""
     with db.session() as session:
         incidents.get(session, number)
-        frozen, runbook = engine.frozen_runbook(session, number)
-        latest = engine.latest_runs(session, number)
-        rows = []
-        for step in runbook.steps:
-            run = latest.get(step.id)
-            rows.append(_row(session, step.id, engine.text(step.title), step.action, run))
-        return f"{frozen.runbook_id} v{frozen.runbook_version}", rows
+        return rows_in(session, number)
+
+
+def rows_in(session: Session, number: int) -> tuple[str, list[StepRow]]:
+    """`step_rows` inside the caller's session (the chat card reads them with the rest)."""
+    frozen, runbook = engine.frozen_runbook(session, number)
+    latest = engine.latest_runs(session, number)
+    rows = []
+    for step in runbook.steps:
+        run = latest.get(step.id)
+        rows.append(_row(session, step.id, engine.text(step.title), step.action, run))
+    return f"{frozen.runbook_id} v{frozen.runbook_version}", rows
 
 
 def _row(
@@ -87,6 +94,7 @@ def _row(
         not_before=run.not_before.isoformat() if run.not_before else None,
         actor=run.actor,
         summary=run.summary,
+        run_id=run.id,
     )
 
 

@@ -21,10 +21,9 @@ from datetime import datetime
 from typing import cast
 
 from sqlalchemy import Engine, Table
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from bot.db import Database
+from bot.db import Database, insert_new
 from bot.errors import StepNotFound
 from bot.runbooks.loader import LoadedRunbook
 from bot.runbooks.models import RunbookVersion
@@ -53,11 +52,7 @@ def store(session: Session, loaded: LoadedRunbook, now: datetime) -> str:
         "document": doc,
         "stored_at": now,
     }
-    table = cast(Table, RunbookVersion.__table__)
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(postgresql.insert(table).values(values).on_conflict_do_nothing())
-    else:  # SQLite, the only other backend
-        session.execute(sqlite.insert(table).values(values).on_conflict_do_nothing())
+    insert_new(session, cast(Table, RunbookVersion.__table__), values, index_elements=["digest"])
     return key
 
 

@@ -70,6 +70,16 @@ class Rig:
             self._catalog = catalogs.load(self.settings)
         return self._catalog
 
+    def ingest(self, body: dict[str, Any]) -> ingest.IngestResult:
+        """Post one notification body through the real ingest, as the webhook does."""
+        return ingest.ingest(
+            self.db,
+            WebhookPayload.model_validate(body),
+            clock=self.clock,
+            reopen_window=self.settings.reopen_window,
+            catalog=self.catalog(),
+        )
+
     def fire(self, **labels: Any) -> int:
         """Open an incident with one firing alert (payloads.alert keywords); its number."""
         self._fired += 1

@@ -1,0 +1,3 @@
+"""Chat surfaces: plain-data views of incidents, rendered by Slack and the web console."""
+
+__all__: list[str] = []

@@ -1,0 +1,135 @@
+"""Build what chat shows from the database: an incident's card and its log lines.
+
+Read inside the caller's session, so a card is one consistent picture. Every chat
+surface renders these views; none of them reads the database itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.actions import registry
+from bot.chat.views import CardView, LogLine, StepView
+from bot.errors import BotError
+from bot.incidents import service as incidents
+from bot.incidents.models import Alert, LogEntry
+from bot.runbooks import service as runbooks
+from bot.runbooks.models import IncidentRunbook
+from bot.runbooks.service import StepRow
+
+NODE_LABELS = ("Hostname", "node", "kubernetes_node", "instance_node")
+"""Labels that name a node, in the order they are trusted."""
+TARGET_KEYS = ("node", "nodes", "gpu", "gpus", "queue", "namespace", "pod")
+"""Parameters a confirm dialog names, in this order."""
+
+
+def card(session: Session, number: int, now: datetime) -> CardView:
+    """The incident's card as it stands."""
+    incident = incidents.get(session, number)
+    alerts = incidents.alerts_of(session, number)
+    frozen = session.get(IncidentRunbook, number)
+    runbook, steps = (None, ()) if frozen is None else _steps(session, number)
+    names = Counter(alert.alertname for alert in alerts)
+    return CardView(
+        number=incident.number,
+        ref=incident.ref,
+        title=incident.title,
+        severity=incident.severity,
+        status=incident.status,
+        opened_at=incident.opened_at,
+        now=now,
+        owner=incident.owner,
+        acknowledged_by=incident.acknowledged_by,
+        resolved_at=incident.resolved_at,
+        resolved_by=incident.resolved_by,
+        facts=dict(frozen.facts) if frozen is not None else {},
+        runbook=runbook,
+        steps=steps,
+        alerts_firing=sum(alert.status == "firing" for alert in alerts),
+        alerts_total=len(alerts),
+        alert_names=tuple(name for name, _ in names.most_common()),
+        nodes=_nodes(alerts),
+        disposition=incident.disposition,
+    )
+
+
+def log_lines(session: Session, number: int, first: int, last: int) -> list[LogLine]:
+    """Log entries `first`..`last` (sequence numbers, inclusive), in order."""
+    stmt = (
+        select(LogEntry)
+        .where(
+            LogEntry.incident_number == number,
+            LogEntry.seq >= first,
+            LogEntry.seq <= last,
+        )
+        .order_by(LogEntry.seq)
+    )
+    return [
+        LogLine(seq=e.seq, at=e.at, actor=e.actor_id, type=e.type, summary=e.summary)
+        for e in session.scalars(stmt)
+    ]
+
+
+def _steps(session: Session, number: int) -> tuple[str, tuple[StepView, ...]]:
+    runbook, rows = runbooks.rows_in(session, number)
+    return runbook, tuple(_step(row) for row in rows)
+
+
+def _step(row: StepRow) -> StepView:
+    return StepView(
+        step=row.step,
+        title=row.title,
+        state=row.state,
+        kind=row.kind or ("action" if row.action else "manual"),
+        run_id=row.run_id,
+        attempt=row.attempt,
+        action=row.action,
+        risk=_risk(row.action),
+        params=dict(row.params),
+        approvals=row.approvals,
+        approvals_required=row.approvals_required,
+        approvers=tuple(row.approvers),
+        expires_at=datetime.fromisoformat(row.expires_at) if row.expires_at else None,
+        summary=row.summary,
+        targets=_targets(row.params),
+    )
+
+
+def _risk(action: str | None) -> str | None:
+    if action is None:
+        return None
+    try:
+        return registry.get(action).risk.value
+    except BotError:  # a frozen runbook naming an action this version no longer has
+        return None
+
+
+def _targets(params: dict[str, object]) -> tuple[str, ...]:
+    """`node=gpu-node-02, gpu=5` -> ("gpu-node-02", "GPU 5"): what a confirm names."""
+    found = []
+    for key in TARGET_KEYS:
+        value = params.get(key)
+        if value in (None, "", []):
+            continue
+        shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+        found.append(
+            shown
+            if key in ("node", "nodes")
+            else f"{key.upper() if key.startswith('gpu') else key} {shown}"
+        )
+    return tuple(found)
+
+
+def _nodes(alerts: list[Alert]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for alert in alerts:
+        for label in NODE_LABELS:
+            value = alert.labels.get(label)
+            if isinstance(value, str) and value:
+                seen.setdefault(value, None)
+                break
+    return tuple(seen)

@@ -1,0 +1,115 @@
+"""Queue chat calls as rows, and turn new incident-log entries into card and thread rows.
+
+`project` is how chat follows incidents without anyone calling it: every change to an
+incident is a log entry, so the log is the feed. For each incident whose log has entries
+chat has not taken (`log_seq > announced_seq`, a partial index keeps that list as short
+as the backlog) it queues one card row (post or update; at most one pending per incident,
+so a burst of changes is one `chat.update`) and one thread row naming the new entries, and
+moves `announced_seq` on, in one transaction. Incidents are taken with `FOR UPDATE SKIP
+LOCKED` on PostgreSQL, so several replicas project each entry once.
+
+Incidents that were already over before chat was configured get no card.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, select, text
+from sqlalchemy.orm import Session
+
+from bot.chat.models import ChatCard, ChatChannel, OutboxMessage
+from bot.db import insert_new
+from bot.incidents.lifecycle import Status
+from bot.incidents.models import Incident
+
+CARD, THREAD, MESSAGE, EPHEMERAL = "card", "thread", "message", "ephemeral"
+PRIORITY = {CARD: 0, EPHEMERAL: 0, THREAD: 1, MESSAGE: 1}
+"""Within a channel: cards (and answers to a click) before the story in threads."""
+PROJECT_BATCH = 50
+_OUTBOX = cast(Table, OutboxMessage.__table__)
+_CHANNELS = cast(Table, ChatChannel.__table__)
+_PENDING_CARD = text("kind = 'card' AND state = 'pending'")
+
+
+def project(session: Session, channel: str, now: datetime) -> int:
+    """Queue card and thread rows for new log entries of up to PROJECT_BATCH incidents;
+    how many incidents were taken."""
+    stmt = (
+        select(Incident)
+        .where(Incident.log_seq > Incident.announced_seq)
+        .order_by(Incident.number)
+        .limit(PROJECT_BATCH)
+    )
+    if _postgres(session):
+        stmt = stmt.with_for_update(skip_locked=True)
+    taken = 0
+    for incident in session.scalars(stmt).all():
+        taken += 1
+        first, last = incident.announced_seq + 1, incident.log_seq
+        incident.announced_seq = last
+        card = session.get(ChatCard, incident.number)
+        if card is None:
+            if not Status(incident.status).active:
+                continue  # over before chat knew of it
+            card = ChatCard(incident_number=incident.number, channel=channel, thread_seq=0)
+            session.add(card)
+            session.flush()
+        queue_card(session, incident.number, card.channel, now)
+        enqueue(
+            session,
+            channel=card.channel,
+            kind=THREAD,
+            payload={"first": first, "last": last},
+            incident=incident.number,
+            now=now,
+        )
+    return taken
+
+
+def queue_card(session: Session, number: int, channel: str, now: datetime) -> None:
+    """Ask for the card to be posted or updated; nothing new if a request is pending."""
+    values = _row(channel, CARD, {}, number, now)
+    insert_new(
+        session, _OUTBOX, values, index_elements=["incident_number"], index_where=_PENDING_CARD
+    )
+    _channel(session, channel, now)
+
+
+def enqueue(
+    session: Session,
+    *,
+    channel: str,
+    kind: str,
+    payload: dict[str, Any],
+    now: datetime,
+    incident: int | None = None,
+) -> None:
+    """Queue one chat call, in the caller's transaction."""
+    session.execute(_OUTBOX.insert().values(_row(channel, kind, payload, incident, now)))
+    _channel(session, channel, now)
+
+
+def _row(
+    channel: str, kind: str, payload: dict[str, Any], incident: int | None, now: datetime
+) -> dict[str, Any]:
+    return {
+        "incident_number": incident,
+        "channel": channel,
+        "kind": kind,
+        "priority": PRIORITY[kind],
+        "payload": payload,
+        "state": "pending",
+        "attempts": 0,
+        "created_at": now,
+        "error": "",
+    }
+
+
+def _channel(session: Session, channel: str, now: datetime) -> None:
+    insert_new(session, _CHANNELS, {"channel": channel, "next_at": now}, index_elements=["channel"])
+
+
+def _postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"

@@ -1,0 +1,414 @@
+"""Slack's inbound side: buttons, the Resolve and Done dialogs, and `/incident`.
+
+A slack-bolt `App`. Bolt verifies every HTTP request's signature and its 300 s window;
+`refuse_replays` refuses a signature seen before, so a captured request cannot be played
+again inside the window. Socket Mode requests arrive over an authenticated WebSocket.
+
+Each handler commits its decision, then acknowledges (`process_before_response`), well
+inside Slack's 3 s: a click is acknowledged only once what it decided is stored (DESIGN
+invariant 1). What follows (running the step, updating the card, posting to the thread)
+is the worker's and the sender's work, woken after the commit. Buttons carry only a
+step-run id or an incident number; everything else is read from the database again.
+
+Who may click: anyone with a role (`people.Roles`): responder, second_line or admin. A
+click without one gets an ephemeral "you need the responder role" and is written to the
+incident's log. Decisions run as the person who clicked (`slack:U0123ABC`), and the log
+names them. A second click on a decided step says who decided it and when.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, cast
+
+from slack_bolt import Ack, App, BoltRequest, BoltResponse
+from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+from sqlalchemy import Table, delete
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bot.chat import cards, outbox
+from bot.chat.models import SlackRequest
+from bot.chat.slack import blocks
+from bot.chat.slack.client import SlackApi
+from bot.chat.slack.people import Roles, person
+from bot.clock import Clock
+from bot.config import Settings
+from bot.db import Database, insert_new
+from bot.errors import BotError
+from bot.incidents import log
+from bot.incidents import service as incidents
+from bot.incidents.models import ACTIVE_STATUSES
+from bot.runbooks import service as runbooks
+from bot.runbooks.models import StepRun
+
+logger = logging.getLogger(__name__)
+
+REPLAY_WINDOW_S = 600
+"""Signatures are kept this long: twice Slack's 300 s window, so none is forgotten early."""
+USAGE = (
+    "`/incident list` open incidents · `/incident show INC-7` · `/incident ack INC-7` · "
+    "`/incident owner INC-7 @user` · `/incident resolve INC-7 what was done`"
+)
+REF = re.compile(r"^(?:INC-)?(\d{1,9})$", re.IGNORECASE)
+MENTION = re.compile(r"^<@([A-Z0-9]+)(?:\|[^>]*)?>$")
+
+
+class SlackApp:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        clock: Clock,
+        api: SlackApi,
+        wake: Callable[[], None] | None = None,
+        wake_chat: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.clock = clock
+        self.api = api
+        self.roles = Roles(settings, api)
+        self._wakes = [w for w in (wake, wake_chat) if w is not None]
+        self.app = App(
+            signing_secret=settings.slack_secret("signing_secret") or "",
+            client=api.web,
+            process_before_response=True,
+            token_verification_enabled=False,
+            raise_error_for_unhandled_request=False,
+        )
+        self.app.middleware(self._refuse_replays)
+        self.app.action("step.approve")(self._step_button("approve"))
+        self.app.action("step.skip")(self._step_button("skip"))
+        self.app.action("step.done")(self._done_button)
+        self.app.action("incident.ack")(self._ack_button)
+        self.app.action("incident.own")(self._own_button)
+        self.app.action("incident.resolve")(self._resolve_button)
+        self.app.view("incident.resolve")(self._resolve_submitted)
+        self.app.view("step.done")(self._done_submitted)
+        self.app.command("/incident")(self._command)
+
+    def wake(self) -> None:
+        """After a decision: the worker may have a step to run, chat a card to update."""
+        for wake in self._wakes:
+            wake()
+
+    async def handle_http(self, request: Request) -> Response:
+        """`POST /slack/events`: Bolt's dispatch, off the event loop (it commits to the
+        database before it answers)."""
+        body = await request.body()
+        if len(body) > self.settings.max_body_bytes:
+            return Response("request body too large", status_code=413)
+        bolt = to_bolt_request(request, body)
+        answer = await run_in_threadpool(self.app.dispatch, bolt)
+        return to_starlette_response(answer)
+
+    # --- requests ----------------------------------------------------------------------
+
+    def _refuse_replays(
+        self, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]
+    ) -> BoltResponse:
+        if req.mode != "http":
+            return next()
+        signature = (req.headers.get("x-slack-signature") or [""])[0][:80]
+        with self.db.transaction() as session:
+            now = self.clock.now()
+            if not _remember(session, signature, now):
+                logger.warning("refused a replayed Slack request (signature seen before)")
+                return BoltResponse(status=401, body="replayed request")
+            cutoff = now.timestamp() - REPLAY_WINDOW_S
+            session.execute(
+                delete(SlackRequest).where(
+                    SlackRequest.received_at < datetime.fromtimestamp(cutoff, now.tzinfo)
+                )
+            )
+        return next()
+
+    # --- buttons -----------------------------------------------------------------------
+
+    def _step_button(self, decision: str) -> Callable[..., None]:
+        def handle(ack: Ack, body: dict[str, Any]) -> None:
+            user = _user(body)
+            run = self._run(body)
+            if run is None or not self._allowed(user, run.incident_number, body, "decide on"):
+                ack()
+                return
+            call = runbooks.approve if decision == "approve" else runbooks.skip
+            extra = {"params_hash": run.params_hash} if decision == "approve" else {}
+            self._decide(
+                body,
+                run.incident_number,
+                lambda: call(
+                    self.db,
+                    run.incident_number,
+                    run.step_id,
+                    person=person(user["id"]),
+                    clock=self.clock,
+                    settings=self._settings_for(user["id"]),
+                    **extra,
+                ),
+            )
+            ack()
+
+        return handle
+
+    def _done_button(self, ack: Ack, body: dict[str, Any]) -> None:
+        user = _user(body)
+        run = self._run(body)
+        if run is not None and self._allowed(user, run.incident_number, body, "decide on"):
+            self._open(body, blocks.done_modal(run.id, run.step_id, run.summary))
+        ack()
+
+    def _ack_button(self, ack: Ack, body: dict[str, Any]) -> None:
+        user, number = _user(body), _number(body)
+        if number is not None and self._allowed(user, number, body, "acknowledge"):
+            actor = _actor(user)
+            self._decide(
+                body,
+                number,
+                lambda: self._in_tx(
+                    lambda s, now: incidents.acknowledge(s, number, actor=actor, at=now)
+                ),
+            )
+        ack()
+
+    def _own_button(self, ack: Ack, body: dict[str, Any]) -> None:
+        user, number = _user(body), _number(body)
+        if number is not None and self._allowed(user, number, body, "take ownership of"):
+            actor = _actor(user)
+            self._decide(
+                body,
+                number,
+                lambda: self._in_tx(
+                    lambda s, now: incidents.assign_owner(s, number, actor.id, actor=actor, at=now)
+                ),
+            )
+        ack()
+
+    def _resolve_button(self, ack: Ack, body: dict[str, Any]) -> None:
+        user, number = _user(body), _number(body)
+        if number is not None and self._allowed(user, number, body, "resolve"):
+            with self.db.session() as session:
+                view = cards.card(session, number, self.clock.now())
+            self._open(body, blocks.resolve_modal(view))
+        ack()
+
+    # --- dialogs -----------------------------------------------------------------------
+
+    def _resolve_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        user = _user(body)
+        number = int(view["private_metadata"])
+        disposition = _input(view, "disposition")
+        if not self.roles.of(user["id"]):
+            ack(response_action="errors", errors={"disposition": _no_role("resolve")})
+            return
+        try:
+            runbooks.resolve(
+                self.db, number, actor=_actor(user), clock=self.clock, disposition=disposition
+            )
+        except BotError as exc:
+            ack(response_action="errors", errors={"disposition": str(exc)[:150]})
+            return
+        self.wake()
+        ack()
+
+    def _done_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+        user = _user(body)
+        note = _input(view, "note")
+        with self.db.session() as session:
+            run = session.get(StepRun, int(view["private_metadata"]))
+        if run is None or not self.roles.of(user["id"]):
+            ack(response_action="errors", errors={"note": _no_role("decide on")})
+            return
+        try:
+            runbooks.complete(
+                self.db,
+                run.incident_number,
+                run.step_id,
+                person=person(user["id"]),
+                clock=self.clock,
+                settings=self._settings_for(user["id"]),
+                note=note,
+            )
+        except BotError as exc:
+            ack(response_action="errors", errors={"note": str(exc)[:150]})
+            return
+        self.wake()
+        ack()
+
+    # --- /incident ---------------------------------------------------------------------
+
+    def _command(self, ack: Ack, command: dict[str, Any]) -> None:
+        words = str(command.get("text", "")).split()
+        verb, args = (words[0].lower(), words[1:]) if words else ("help", [])
+        user = {"id": str(command.get("user_id", "")), "name": str(command.get("user_name", ""))}
+        try:
+            text, body = self._run_command(verb, args, user)
+        except BotError as exc:
+            text, body = blocks.ephemeral(str(exc))
+        ack(text=text, blocks=body, response_type="ephemeral")
+
+    def _run_command(
+        self, verb: str, args: list[str], user: dict[str, str]
+    ) -> tuple[str, list[dict[str, Any]]]:
+        now = self.clock.now()
+        if verb == "list":
+            with self.db.session() as session:
+                found = incidents.list_incidents(session, status=ACTIVE_STATUSES, limit=50)
+                views = [cards.card(session, i.number, now) for i in found]
+            return blocks.incident_list(views)
+        if verb not in ("show", "ack", "resolve", "owner"):
+            return blocks.ephemeral(USAGE)
+        if not args or not REF.match(args[0]):
+            return blocks.ephemeral(f"which incident? e.g. `/incident {verb} INC-7`\n{USAGE}")
+        number = int(REF.match(args[0]).group(1))  # type: ignore[union-attr]
+        if verb == "show":
+            with self.db.session() as session:
+                return blocks.card(cards.card(session, number, now))
+        if not self.roles.of(user["id"]):
+            self._log_refusal(user, number, verb)
+            return blocks.ephemeral(_no_role(verb))
+        actor = _actor(user)
+        if verb == "ack":
+            self._in_tx(lambda s, at: incidents.acknowledge(s, number, actor=actor, at=at))
+            self.wake()
+            return blocks.ephemeral(f"INC-{number} acknowledged")
+        if verb == "owner":
+            owner = actor.id
+            if len(args) > 1:
+                mention = MENTION.match(args[1])
+                if mention is None:
+                    return blocks.ephemeral(
+                        "name the owner as a mention: `/incident owner INC-7 @user`"
+                    )
+                owner = person(mention.group(1))
+            self._in_tx(lambda s, at: incidents.assign_owner(s, number, owner, actor=actor, at=at))
+            self.wake()
+            return blocks.ephemeral(f"INC-{number} is owned by {owner}")
+        note = " ".join(args[1:]).strip() or None
+        runbooks.resolve(self.db, number, actor=actor, clock=self.clock, disposition=note)
+        self.wake()
+        return blocks.ephemeral(f"INC-{number} resolved")
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _settings_for(self, user_id: str) -> Settings:
+        """The settings with this user's roles as `roles` knows them (groups included)."""
+        roles = dict(self.settings.roles)
+        roles[person(user_id)] = self.roles.of(user_id)  # type: ignore[assignment]
+        return self.settings.model_copy(update={"roles": roles})
+
+    def _allowed(self, user: dict[str, str], number: int, body: dict[str, Any], what: str) -> bool:
+        if self.roles.of(user["id"]):
+            return True
+        self._log_refusal(user, number, what)
+        self._ephemeral(body, _no_role(what))
+        return False
+
+    def _log_refusal(self, user: dict[str, str], number: int, what: str) -> None:
+        actor = _actor(user)
+
+        def record(session: Session, now: datetime) -> None:
+            incident = incidents.get(session, number, lock=True)
+            log.append(
+                session,
+                incident,
+                at=now,
+                actor=actor,
+                type="chat.refused",
+                summary=f"{actor.name} has no role and may not {what} {incident.ref}",
+                data={"user": actor.id, "wanted": what},
+            )
+
+        try:
+            self._in_tx(record)
+        except BotError as exc:
+            logger.warning("could not log a refused click: %s", exc)
+
+    def _decide(self, body: dict[str, Any], number: int, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BotError as exc:
+            self._ephemeral(body, str(exc))
+            return
+        self.wake()
+
+    def _run(self, body: dict[str, Any]) -> StepRun | None:
+        value = _value(body)
+        with self.db.session() as session:
+            run = session.get(StepRun, value) if value is not None else None
+        if run is None:
+            self._ephemeral(body, "that step no longer exists; refresh the incident card")
+        return run
+
+    def _in_tx(self, call: Callable[[Session, datetime], object]) -> object:
+        with self.db.transaction() as session:
+            return call(session, self.clock.now())
+
+    def _ephemeral(self, body: dict[str, Any], text: str) -> None:
+        """Tell only the clicker (through the outbox, like every message)."""
+        channel = str((body.get("channel") or {}).get("id") or self.settings.slack_channel)
+        plain, rendered = blocks.ephemeral(text)
+        payload = {"text": plain, "blocks": rendered, "user": _user(body)["id"]}
+        with self.db.transaction() as session:
+            outbox.enqueue(
+                session,
+                channel=channel,
+                kind=outbox.EPHEMERAL,
+                payload=payload,
+                now=self.clock.now(),
+            )
+        self.wake()
+
+    def _open(self, body: dict[str, Any], view: dict[str, Any]) -> None:
+        """Open a dialog now: its trigger expires in 3 s, so it cannot wait in the outbox."""
+        try:
+            self.api.open_view(str(body.get("trigger_id", "")), view)
+        except BotError as exc:
+            self._ephemeral(body, f"could not open the dialog ({exc}); try `/incident` instead")
+
+
+def _remember(session: Session, signature: str, now: datetime) -> bool:
+    """Store the signature; False when it was already there (a replay)."""
+    values = {"signature": signature, "received_at": now}
+    table = cast(Table, SlackRequest.__table__)
+    return insert_new(session, table, values, index_elements=["signature"])
+
+
+def _user(body: dict[str, Any]) -> dict[str, str]:
+    user = body.get("user") or {}
+    return {
+        "id": str(user.get("id", "")),
+        "name": str(user.get("username") or user.get("name") or user.get("id", "")),
+    }
+
+
+def _actor(user: dict[str, str]) -> log.Actor:
+    return log.Actor.human(person(user["id"]), f"@{user['name']}")
+
+
+def _value(body: dict[str, Any]) -> int | None:
+    actions = body.get("actions") or [{}]
+    value = str(actions[0].get("value", ""))
+    return int(value) if value.isdigit() else None
+
+
+def _number(body: dict[str, Any]) -> int | None:
+    return _value(body)
+
+
+def _input(view: dict[str, Any], block: str) -> str:
+    values = (view.get("state") or {}).get("values") or {}
+    return str(((values.get(block) or {}).get("text") or {}).get("value") or "").strip()
+
+
+def _no_role(what: str) -> str:
+    return (
+        f"you need the responder role to {what} incidents; ask an admin to add you to the "
+        "on-call user group"
+    )

@@ -1,0 +1,322 @@
+"""Send the outbox to Slack: one channel at a time, about one message a second each.
+
+A round: project new log entries into rows (`outbox.project`), then claim a channel that
+is due (`next_at` passed, no other sender's lease on it) and its first pending row (cards
+before thread posts, then oldest first), count the attempt and commit; call Slack outside
+any transaction; record the answer in a second transaction. What is sent is rendered at
+claim time from the database, so a card row always shows the incident as it is now, and
+a thread row carries every pending entry of its incident that fits in one post.
+
+Failures: a 429 holds the whole channel for its Retry-After (the row keeps its place); a
+5xx or timeout retries the row with backoff (at least 5 s, doubling, at most 5 min,
+up to MAX_ATTEMPTS); a refusal (bad token, bot not in the channel) fails the row at once and the
+bot's log says what to fix. A card whose post reached Slack but whose ts was never
+recorded (the process died in between) is found again by its message metadata before it
+is posted a second time: one card per incident.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
+
+from bot.chat import cards, outbox
+from bot.chat.models import ChatCard, ChatChannel, OutboxMessage
+from bot.chat.slack import blocks
+from bot.chat.slack.client import SlackApi
+from bot.clock import Clock
+from bot.config import Settings
+from bot.db import Database
+from bot.errors import BotError, ChatRefused, ChatUnavailable
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 10
+LEASE = timedelta(seconds=60)
+BACKOFF_MAX = 300.0
+
+
+@dataclass
+class Delivery:
+    """One claimed outbox row and what to send for it."""
+
+    row_id: int
+    channel: str
+    kind: str
+    incident: int | None
+    attempts: int
+    text: str
+    blocks: list[dict[str, Any]]
+    ts: str | None = None
+    """The card's ts: update it (card rows) or post into its thread (thread rows)."""
+    user: str | None = None
+    """Ephemeral rows: who sees it."""
+    consumed: tuple[int, ...] = ()
+    """Thread rows whose entries this post carries (all sent with it)."""
+    rest: tuple[int, int] | None = None
+    """The entries (first, last) of the last consumed row that did not fit."""
+    last_seq: int = 0
+    since: datetime | None = None
+    """Card rows: when the card was first asked for (to find a post we lost)."""
+
+
+class SlackSender:
+    def __init__(
+        self, db: Database, settings: Settings, clock: Clock, api: SlackApi, owner: str = ""
+    ) -> None:
+        self.db = db
+        self.settings = settings
+        self.clock = clock
+        self.api = api
+        self.channel = settings.slack_channel or ""
+        self.interval = timedelta(seconds=1.0 / settings.slack_rate)
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+    def run_forever(self, stop: threading.Event, wake: threading.Event) -> None:
+        logger.info("Slack sender %s started (channel %s)", self.owner, self.channel)
+        while not stop.is_set():
+            try:
+                worked = self.run_once()
+            except BotError as exc:
+                logger.warning("Slack sender: %s", exc)
+                worked = False
+            except Exception:
+                logger.exception("Slack sender: unexpected error; going on")
+                worked = False
+            if not worked:
+                wake.wait(self._idle())
+                wake.clear()
+
+    def run_once(self) -> bool:
+        """Project, then send one message if a channel is due. True if it did either."""
+        with self.db.transaction() as session:
+            projected = outbox.project(session, self.channel, self.clock.now())
+        return self.send_one() or projected > 0
+
+    def send_one(self) -> bool:
+        delivery = self._claim()
+        if delivery is None or delivery is False:
+            return delivery is False  # False: a row was settled without a call
+        try:
+            ts = self._deliver(delivery)
+        except ChatUnavailable as exc:
+            self._failed(delivery, exc, final=False)
+        except ChatRefused as exc:
+            self._failed(delivery, exc, final=True)
+        else:
+            self._sent(delivery, ts)
+        return True
+
+    def _idle(self) -> float:
+        """Seconds until a channel is due again (at most worker_poll)."""
+        poll = self.settings.worker_poll.total_seconds()
+        with self.db.session() as session:
+            due = session.scalar(
+                select(ChatChannel.next_at)
+                .where(_has_pending(self.clock.now()))
+                .order_by(ChatChannel.next_at)
+                .limit(1)
+            )
+        if due is None:
+            return poll
+        return min(poll, max(0.05, (due - self.clock.now()).total_seconds()))
+
+    # --- claim -------------------------------------------------------------------------
+
+    def _claim(self) -> Delivery | Literal[False] | None:
+        with self.db.transaction() as session:
+            now = self.clock.now()
+            stmt = (
+                select(ChatChannel)
+                .where(
+                    ChatChannel.next_at <= now,
+                    (ChatChannel.lease_until.is_(None)) | (ChatChannel.lease_until < now),
+                    _has_pending(now),
+                )
+                .order_by(ChatChannel.next_at)
+                .limit(1)
+            )
+            if self.db.is_postgres:
+                stmt = stmt.with_for_update(skip_locked=True)
+            channel = session.scalars(stmt).first()
+            if channel is None:
+                return None
+            row = session.scalars(
+                select(OutboxMessage)
+                .where(
+                    OutboxMessage.channel == channel.channel,
+                    OutboxMessage.state == "pending",
+                    (OutboxMessage.not_before.is_(None)) | (OutboxMessage.not_before <= now),
+                )
+                .order_by(OutboxMessage.priority, OutboxMessage.id)
+                .limit(1)
+            ).first()
+            if row is None:
+                return None
+            delivery = self._render(session, row, now)
+            if delivery is None:
+                return False
+            row.attempts += 1
+            delivery.attempts = row.attempts
+            channel.lease_owner = self.owner
+            channel.lease_until = now + LEASE
+            return delivery
+
+    def _render(self, session: Session, row: OutboxMessage, now: datetime) -> Delivery | None:
+        """What to send for `row`; None (and the row settled) when there is nothing."""
+        d = Delivery(row.id, row.channel, row.kind, row.incident_number, row.attempts, "", [])
+        if row.kind == outbox.CARD:
+            assert row.incident_number is not None
+            card = session.get(ChatCard, row.incident_number)
+            d.text, d.blocks = blocks.card(cards.card(session, row.incident_number, now))
+            d.ts, d.since = (card.ts if card is not None else None), row.created_at
+            return d
+        if row.kind == outbox.THREAD:
+            return self._thread(session, row, d, now)
+        payload = row.payload
+        d.text, d.blocks = str(payload.get("text", "")), list(payload.get("blocks") or [])
+        d.user, d.ts = payload.get("user"), payload.get("thread_ts")
+        return d
+
+    def _thread(
+        self, session: Session, row: OutboxMessage, d: Delivery, now: datetime
+    ) -> Delivery | None:
+        assert row.incident_number is not None
+        card = session.get(ChatCard, row.incident_number)
+        if card is None or card.ts is None:
+            # Cards go first; a card that could not be posted takes its thread with it.
+            failed = session.scalar(
+                select(
+                    exists().where(
+                        OutboxMessage.incident_number == row.incident_number,
+                        OutboxMessage.kind == outbox.CARD,
+                        OutboxMessage.state == "failed",
+                    )
+                )
+            )
+            if failed:
+                row.state, row.error = "failed", "the incident's card was never posted"
+            else:
+                row.not_before = now + timedelta(seconds=1)
+            return None
+        rows = list(
+            session.scalars(
+                select(OutboxMessage)
+                .where(
+                    OutboxMessage.incident_number == row.incident_number,
+                    OutboxMessage.kind == outbox.THREAD,
+                    OutboxMessage.state == "pending",
+                )
+                .order_by(OutboxMessage.id)
+            )
+        )
+        first = int(rows[0].payload["first"])
+        last = max(int(r.payload["last"]) for r in rows)
+        lines = cards.log_lines(session, row.incident_number, first, last)
+        if not lines:  # nothing left in that range
+            for taken in rows:
+                taken.state, taken.sent_at = "sent", now
+            return None
+        text, body, count = blocks.thread_message(lines)
+        upto = lines[count - 1].seq
+        consumed = tuple(r.id for r in rows if int(r.payload["last"]) <= upto)
+        rest = None
+        partial = next((r for r in rows if int(r.payload["last"]) > upto), None)
+        if partial is not None:
+            rest = (upto + 1, int(partial.payload["last"]))
+            consumed += (partial.id,)
+        d.text, d.blocks, d.ts = text, body, card.ts
+        d.consumed, d.rest, d.last_seq = consumed, rest, upto
+        return d
+
+    # --- deliver and record ------------------------------------------------------------
+
+    def _deliver(self, d: Delivery) -> str | None:
+        if d.kind == outbox.CARD:
+            assert d.incident is not None
+            if d.ts is None and d.attempts > 1 and d.since is not None:
+                d.ts = self.api.find_card(d.channel, d.incident, d.since.timestamp() - 60)
+            if d.ts is None:
+                return self.api.post(d.channel, d.text, d.blocks, incident=d.incident)
+            self.api.update(d.channel, d.ts, d.text, d.blocks)
+            return d.ts
+        if d.kind == outbox.EPHEMERAL:
+            assert d.user is not None
+            self.api.ephemeral(d.channel, d.user, d.text, d.blocks)
+            return None
+        return self.api.post(d.channel, d.text, d.blocks, thread_ts=d.ts)
+
+    def _sent(self, d: Delivery, ts: str | None) -> None:
+        with self.db.transaction() as session:
+            now = self.clock.now()
+            self._release(session, d.channel, now + self.interval)
+            if d.kind == outbox.CARD and d.incident is not None:
+                card = session.get(ChatCard, d.incident)
+                if card is not None:
+                    if card.ts is None:
+                        card.ts, card.posted_at = ts, now
+                    card.updated_at = now
+            if d.kind == outbox.THREAD and d.incident is not None:
+                card = session.get(ChatCard, d.incident)
+                if card is not None:
+                    card.thread_seq = max(card.thread_seq, d.last_seq)
+            for row_id in d.consumed or (d.row_id,):
+                row = session.get(OutboxMessage, row_id)
+                if row is None:
+                    continue
+                if d.rest is not None and row_id == d.consumed[-1]:
+                    row.payload = {"first": d.rest[0], "last": d.rest[1]}
+                    continue
+                row.state, row.sent_at, row.error = "sent", now, ""
+
+    def _failed(self, d: Delivery, exc: BotError, *, final: bool) -> None:
+        with self.db.transaction() as session:
+            now = self.clock.now()
+            row = session.get(OutboxMessage, d.row_id)
+            throttled = isinstance(exc, ChatUnavailable) and exc.throttled
+            delay = exc.delay if isinstance(exc, ChatUnavailable) else 0.0
+            wait = timedelta(seconds=delay) if throttled else self.interval
+            self._release(session, d.channel, now + max(self.interval, wait))
+            if row is None:
+                return
+            row.error = str(exc)[:2000]
+            if throttled:
+                row.attempts -= 1  # the channel waits; the row did nothing wrong
+                return
+            if final or row.attempts >= MAX_ATTEMPTS:
+                row.state = "failed"
+                logger.error(
+                    "Slack %s for %s failed for good after %d attempts: %s",
+                    d.kind,
+                    f"INC-{d.incident}" if d.incident else d.channel,
+                    row.attempts,
+                    exc,
+                )
+                return
+            backoff = min(BACKOFF_MAX, max(delay, 2.0 ** (row.attempts - 1)))
+            row.not_before = now + timedelta(seconds=backoff)
+            logger.warning("Slack %s: %s; attempt %d", d.kind, exc, row.attempts)
+
+    def _release(self, session: Session, channel: str, next_at: datetime) -> None:
+        row = session.get(ChatChannel, channel, with_for_update=True)
+        if row is None:
+            return
+        row.lease_owner = row.lease_until = None
+        row.next_at = next_at
+
+
+def _has_pending(now: datetime) -> Any:
+    return exists().where(
+        OutboxMessage.channel == ChatChannel.channel,
+        OutboxMessage.state == "pending",
+        (OutboxMessage.not_before.is_(None)) | (OutboxMessage.not_before <= now),
+    )

@@ -1,0 +1,100 @@
+"""What a chat surface shows, as plain data: built from the database by `bot.chat.cards`,
+rendered by each surface (Slack Block Kit in `bot.chat.slack.blocks`, the web console).
+
+Nothing here knows Slack; nothing here reads the database. Buttons carry only ids: a step
+button carries its step-run id, an incident button the incident number; whatever a click
+acts on is read from the database again when the click arrives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One step of the incident's runbook, as the card shows it."""
+
+    step: str
+    """The step id (`cordon`)."""
+    title: str
+    state: str
+    """A `StepState` value, or `not_reached` for a step not proposed yet."""
+    kind: str
+    """`action` or `manual`."""
+    run_id: int | None = None
+    """The newest attempt's step-run id; what Approve/Skip/Done buttons carry."""
+    attempt: int = 0
+    action: str | None = None
+    """The action name (`k8s.drain`), None for a manual step."""
+    risk: str | None = None
+    """`read`, `change` or `disruptive`; None for a manual step."""
+    params: dict[str, object] = field(default_factory=dict)
+    """The rendered parameters (shown, never put in a button)."""
+    approvals: int = 0
+    approvals_required: int = 0
+    approvers: tuple[str, ...] = ()
+    expires_at: datetime | None = None
+    summary: str = ""
+    """One line on where it stands (the run's summary: result, error, what it waits for)."""
+    targets: tuple[str, ...] = ()
+    """What a disruptive step acts on (node names, `gpu-node-02 GPU 5`), for the confirm
+    dialog: a person confirms the exact targets, not a step id."""
+
+    @property
+    def awaiting(self) -> bool:
+        """Waiting for a person's decision: the card shows its buttons."""
+        return self.state == "awaiting_approval"
+
+
+@dataclass(frozen=True)
+class CardView:
+    """One incident's card."""
+
+    number: int
+    ref: str
+    """`INC-7`."""
+    title: str
+    severity: str
+    """`critical`, `warning` or `info`."""
+    status: str
+    """`open`, `acknowledged`, `resolved` or `closed`."""
+    opened_at: datetime
+    now: datetime
+    """When the card was rendered (elapsed time is `now - opened_at`)."""
+    owner: str | None = None
+    acknowledged_by: str | None = None
+    resolved_at: datetime | None = None
+    resolved_by: str | None = None
+    facts: dict[str, str] = field(default_factory=dict)
+    """Facts of the runbook (node, gpu, xid, ...), in the runbook's order."""
+    runbook: str | None = None
+    """`gpu-xid v3`, or None when no runbook matched."""
+    steps: tuple[StepView, ...] = ()
+    alerts_firing: int = 0
+    alerts_total: int = 0
+    alert_names: tuple[str, ...] = ()
+    """Distinct alertnames of the incident, most frequent first."""
+    nodes: tuple[str, ...] = ()
+    """Distinct node names the incident's alerts name (a 64-GPU node gives one)."""
+    disposition: str | None = None
+    url: str | None = None
+    """A link to the incident (the console page), when the bot knows its public URL."""
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("open", "acknowledged")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One incident-log entry, for the card's thread."""
+
+    seq: int
+    at: datetime
+    actor: str
+    """Who: a person's id (`slack:U0123ABC`, `alice`), `alertmanager`, `runbook-bot`."""
+    type: str
+    """`alert.fired`, `step.approved`, ..."""
+    summary: str

@@ -1,0 +1,663 @@
+"""Block Kit rendering: cards, thread posts, the resolve modal and lists stay readable,
+inside every Slack limit, and safe from alert text that tries to mention or link."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.chat.slack import blocks
+from bot.chat.slack.blocks import escape
+from bot.chat.views import CardView, LogLine, StepView
+
+OPENED = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
+NOW = OPENED + timedelta(minutes=42)
+
+# --- limits -------------------------------------------------------------------------------
+
+TEXT_OBJECT = 3000
+LIMITS = {
+    "message_blocks": 50,
+    "header": 150,
+    "section_text": 3000,
+    "fields": 10,
+    "field": 2000,
+    "actions_elements": 25,
+    "context_elements": 10,
+    "button_text": 75,
+    "action_id": 255,
+    "block_id": 255,
+    "value": 2000,
+    "confirm_title": 100,
+    "confirm_text": 300,
+    "confirm_button": 30,
+}
+
+
+def _text(obj: Any, limit: int, *, plain_only: bool = False) -> None:
+    assert isinstance(obj, dict), obj
+    assert obj["type"] in (("plain_text",) if plain_only else ("plain_text", "mrkdwn")), obj
+    text = obj["text"]
+    assert isinstance(text, str)
+    assert 1 <= len(text) <= limit, (len(text), limit, text[:80])
+    assert text.strip(), "Slack refuses blank text"
+
+
+def _element(element: dict[str, Any]) -> None:
+    if element["type"] == "button":
+        _text(element["text"], LIMITS["button_text"], plain_only=True)
+        assert len(element["action_id"]) <= LIMITS["action_id"]
+        if "value" in element:
+            assert len(element["value"]) <= LIMITS["value"]
+        if "confirm" in element:
+            confirm = element["confirm"]
+            _text(confirm["title"], LIMITS["confirm_title"], plain_only=True)
+            _text(confirm["text"], LIMITS["confirm_text"])
+            _text(confirm["confirm"], LIMITS["confirm_button"], plain_only=True)
+            _text(confirm["deny"], LIMITS["confirm_button"], plain_only=True)
+    elif element["type"] in ("plain_text", "mrkdwn"):
+        _text(element, TEXT_OBJECT)
+    else:
+        assert len(element.get("action_id", "")) <= LIMITS["action_id"]
+
+
+def assert_within_limits(message: list[dict[str, Any]]) -> None:
+    """Walk a message's blocks and check every Block Kit limit the renderer promises."""
+    assert 1 <= len(message) <= LIMITS["message_blocks"], len(message)
+    block_ids = [block["block_id"] for block in message if "block_id" in block]
+    assert len(block_ids) == len(set(block_ids)), "block_id must be unique in a message"
+    for block in message:
+        assert len(block.get("block_id", "")) <= LIMITS["block_id"]
+        kind = block["type"]
+        if kind == "header":
+            _text(block["text"], LIMITS["header"], plain_only=True)
+        elif kind == "section":
+            assert "text" in block or "fields" in block
+            if "text" in block:
+                _text(block["text"], LIMITS["section_text"])
+            fields = block.get("fields", [])
+            assert len(fields) <= LIMITS["fields"]
+            for field in fields:
+                _text(field, LIMITS["field"])
+            if "accessory" in block:
+                _element(block["accessory"])
+        elif kind == "actions":
+            elements = block["elements"]
+            assert 1 <= len(elements) <= LIMITS["actions_elements"]
+            action_ids = [element["action_id"] for element in elements]
+            assert len(action_ids) == len(set(action_ids)), "action_id must be unique in a block"
+            for element in elements:
+                _element(element)
+        elif kind == "context":
+            assert 1 <= len(block["elements"]) <= LIMITS["context_elements"]
+            for element in block["elements"]:
+                _element(element)
+        elif kind == "input":
+            _text(block["label"], 2000, plain_only=True)
+            _element(block["element"])
+        else:
+            assert kind == "divider", kind
+
+
+_OURS = re.compile(r"<@[UW][A-Z0-9]+>|<https?://[^\s<>|&]+\|open in console>")
+_ENTITY = re.compile(r"&(amp|lt|gt);")
+
+
+def assert_no_markup_injection(text: str) -> None:
+    """Only the renderer's own mentions and console link may use `<...>`; `&` is an entity."""
+    rest = _ENTITY.sub("", _OURS.sub("", text))
+    assert "<" not in rest and ">" not in rest and "&" not in rest, text
+
+
+def mrkdwn_texts(message: list[dict[str, Any]]) -> list[str]:
+    """Every mrkdwn text in a message: the strings Slack parses for mentions and links."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "mrkdwn":
+                found.append(node["text"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(message)
+    return found
+
+
+def buttons(message: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        element
+        for block in message
+        if block["type"] == "actions"
+        for element in block["elements"]
+        if element["type"] == "button"
+    ]
+
+
+# --- fixtures -----------------------------------------------------------------------------
+
+
+def xid_card(**changes: Any) -> CardView:
+    """INC-7: GPU 5 on gpu-node-02 reported XID 79 (fell off the bus)."""
+    steps = (
+        StepView(
+            step="diagnose",
+            title="Read nvidia-smi and dmesg",
+            state="succeeded",
+            kind="action",
+            run_id=101,
+            action="gpu.diagnose",
+            risk="read",
+            params={"node": "gpu-node-02"},
+            summary="XID 79 on GPU 5 (00000000:9A:00.0)",
+        ),
+        StepView(
+            step="cordon",
+            title="Cordon gpu-node-02",
+            state="succeeded",
+            kind="action",
+            run_id=102,
+            action="k8s.cordon",
+            risk="change",
+            params={"node": "gpu-node-02"},
+            approvals=1,
+            approvals_required=1,
+            approvers=("slack:UBOB0001",),
+            summary="cordoned",
+        ),
+        StepView(
+            step="drain",
+            title="Drain gpu-node-02",
+            state="failed",
+            kind="action",
+            run_id=103,
+            action="k8s.drain",
+            risk="change",
+            params={"node": "gpu-node-02", "timeout": "10m"},
+            summary="PDB blocks eviction of train-7b-0",
+        ),
+        StepView(
+            step="power_cycle",
+            title="Power cycle gpu-node-02",
+            state="awaiting_approval",
+            kind="action",
+            run_id=104,
+            action="bmc.power_cycle",
+            risk="disruptive",
+            params={"node": "gpu-node-02", "bmc": "10.0.0.12"},
+            approvals=1,
+            approvals_required=2,
+            approvers=("slack:UALICE01",),
+            expires_at=NOW + timedelta(minutes=12),
+            summary="waiting for a second approver",
+            targets=("gpu-node-02 (BMC 10.0.0.12)",),
+        ),
+        StepView(
+            step="tell_users",
+            title="Tell the training team",
+            state="skipped",
+            kind="manual",
+            run_id=105,
+        ),
+        StepView(step="verify", title="Verify GPUs", state="not_reached", kind="action"),
+    )
+    view = CardView(
+        number=7,
+        ref="INC-7",
+        title="GPU 5 XID 79 on gpu-node-02",
+        severity="critical",
+        status="open",
+        opened_at=OPENED,
+        now=NOW,
+        facts={"node": "gpu-node-02", "gpu": "5", "xid": "79"},
+        runbook="gpu-xid v3",
+        steps=steps,
+        alerts_firing=1,
+        alerts_total=2,
+        alert_names=("GpuXidError", "GpuFellOffBus"),
+        nodes=("gpu-node-02",),
+        url="https://bot.example.com/incidents/7",
+    )
+    return replace(view, **changes)
+
+
+def step(index: int, state: str = "not_reached", **changes: Any) -> StepView:
+    base = StepView(
+        step=f"s{index}",
+        title=f"Step {index}: check GPU {index % 8} on gpu-node-{index:02d} " + "x" * 80,
+        state=state,
+        kind="action",
+        run_id=1000 + index,
+        action="gpu.reset",
+        risk="disruptive",
+        params={"node": f"gpu-node-{index:02d}", "gpu": index % 8, "note": "n" * 300},
+        approvals_required=2,
+        summary="s" * 500,
+        targets=tuple(f"gpu-node-{n:02d} GPU {g}" for n in range(3) for g in range(8)),
+    )
+    return replace(base, **changes)
+
+
+def section_lines(message: list[dict[str, Any]]) -> list[str]:
+    return [
+        line
+        for block in message
+        if block["type"] == "section" and "text" in block
+        for line in block["text"]["text"].split("\n")
+    ]
+
+
+# --- the card -------------------------------------------------------------------------------
+
+
+def test_xid_card_reads_header_status_facts_steps_then_buttons() -> None:
+    text, message = blocks.card(xid_card())
+
+    assert text == "🔴 INC-7 critical: GPU 5 XID 79 on gpu-node-02 (open)"
+    assert [block["type"] for block in message] == [
+        "header",
+        "context",
+        "section",
+        "section",
+        "actions",
+        "section",
+        "actions",
+    ]
+    assert message[0]["text"]["text"] == "🔴 INC-7 critical: GPU 5 XID 79 on gpu-node-02"
+    status = message[1]["elements"][0]["text"]
+    assert "*Open*" in status and "no owner" in status and "⏱ 42m" in status
+    assert "1/2 alerts firing: GpuXidError, GpuFellOffBus" in status
+    assert "<https://bot.example.com/incidents/7|open in console>" in status
+    assert [field["text"] for field in message[2]["fields"]] == [
+        "*node*\ngpu-node-02",
+        "*gpu*\n5",
+        "*xid*\n79",
+    ]
+    steps = message[3]["text"]["text"].split("\n")
+    assert steps[0] == "📖 *Runbook* gpu-xid v3"
+    assert steps[1].startswith("✅ *Read nvidia-smi and dmesg* · `gpu.diagnose` node=gpu-node-02")
+    assert steps[2].startswith("✅ *Cordon gpu-node-02*") and "1/1 (<@UBOB0001>)" in steps[2]
+    assert steps[3].startswith("❌ *Drain gpu-node-02*") and "PDB blocks eviction" in steps[3]
+    assert steps[4] == (
+        "⏳ *Power cycle gpu-node-02* · `bmc.power_cycle` node=gpu-node-02, bmc=10.0.0.12"
+        " · 1/2 (<@UALICE01>) · expires in 12m — waiting for a second approver"
+    )
+    assert message[4]["block_id"] == "step:104"
+    later = message[5]["text"]["text"].split("\n")
+    assert later[0].startswith("⏭ *Tell the training team*")
+    assert later[1].startswith("▫️ *Verify GPUs*")
+    assert [b["action_id"] for b in message[6]["elements"]] == [
+        "incident.ack",
+        "incident.own",
+        "incident.resolve",
+    ]
+    assert_within_limits(message)
+
+
+def test_every_button_value_is_an_id_never_parameters() -> None:
+    view = xid_card(steps=(*xid_card().steps, step(1, "awaiting_approval", risk="change")))
+    _, message = blocks.card(view)
+
+    values = [button["value"] for button in buttons(message)]
+    assert len(values) == 7
+    assert {int(value) for value in values} == {104, 1001, 7}
+    assert not any("gpu-node" in value or "=" in value for value in values)
+
+
+def test_disruptive_approve_is_danger_and_confirms_the_exact_targets() -> None:
+    _, message = blocks.card(xid_card())
+
+    approve, skip = next(b for b in message if b.get("block_id") == "step:104")["elements"]
+    assert (approve["action_id"], approve["style"], approve["value"]) == (
+        "step.approve",
+        "danger",
+        "104",
+    )
+    confirm = approve["confirm"]
+    assert confirm["title"]["text"] == "Power cycle gpu-node-02: gpu-node-02 (BMC 10.0.0.12)?"
+    assert confirm["text"]["text"] == (
+        "bmc.power_cycle on gpu-node-02 (BMC 10.0.0.12). Disruptive: approval 2 of 2."
+    )
+    assert (confirm["confirm"]["text"], confirm["deny"]["text"]) == ("Yes, approve", "Cancel")
+    assert (skip["action_id"], skip["value"], "confirm" in skip) == ("step.skip", "104", False)
+
+
+def test_change_step_approves_in_one_tap_and_manual_step_is_done_or_skipped() -> None:
+    change = step(1, "awaiting_approval", risk="change", approvals_required=1)
+    manual = StepView(
+        step="call", title="Call the vendor", state="awaiting_approval", kind="manual", run_id=9
+    )
+    _, message = blocks.card(xid_card(steps=(change, manual)))
+
+    by_block = {b["block_id"]: b["elements"] for b in message if b["type"] == "actions"}
+    approve, _ = by_block["step:1001"]
+    assert (approve["text"]["text"], approve["style"], "confirm" in approve) == (
+        "Approve",
+        "primary",
+        False,
+    )
+    assert [(b["action_id"], b["text"]["text"]) for b in by_block["step:9"]] == [
+        ("step.done", "Done"),
+        ("step.skip", "Skip"),
+    ]
+    assert_within_limits(message)
+
+
+def test_acknowledge_is_offered_only_while_open() -> None:
+    _, message = blocks.card(
+        xid_card(status="acknowledged", acknowledged_by="slack:UALICE01", owner="bob")
+    )
+
+    incident = next(b for b in message if b.get("block_id") == "incident:7")
+    assert [b["action_id"] for b in incident["elements"]] == ["incident.own", "incident.resolve"]
+    status = message[1]["elements"][0]["text"]
+    assert "owner bob" in status and "acked by <@UALICE01>" in status
+
+
+def test_resolved_card_has_no_buttons_and_says_when_and_how() -> None:
+    view = xid_card(
+        status="resolved",
+        resolved_at=OPENED + timedelta(hours=3, minutes=5),
+        disposition="Replaced GPU 5 & returned node",
+        owner="slack:UALICE01",
+    )
+    text, message = blocks.card(view)
+
+    assert text.endswith("(resolved)")
+    assert buttons(message) == []
+    assert message[-1]["text"]["text"] == (
+        "✅ *Resolved* at 2026-11-30 06:05 UTC, 3h 05m after it opened · owner <@UALICE01>\n"
+        "*Disposition:* Replaced GPU 5 &amp; returned node"
+    )
+
+
+def test_card_without_runbook_says_so() -> None:
+    _, message = blocks.card(xid_card(runbook=None, steps=(), facts={}))
+
+    assert [b["type"] for b in message] == ["header", "context", "section", "actions"]
+    assert "No runbook matched" in message[2]["text"]["text"]
+
+
+def test_huge_incident_stays_within_every_limit_and_keeps_awaiting_buttons() -> None:
+    view = xid_card(
+        title="GPU fell off the bus " * 20,
+        facts={f"gpu{i}": f"XID 79 at 00000000:{i:02X}:00.0 " * 30 for i in range(64)},
+        alert_names=tuple(f"GpuXid{i}AlertWithAVeryLongName" for i in range(40)),
+        nodes=tuple(f"gpu-node-{i:02d}" for i in range(64)),
+        alerts_firing=40,
+        alerts_total=64,
+        steps=tuple(
+            step(i, "awaiting_approval" if i in (3, 4) else "succeeded") for i in range(35)
+        ),
+    )
+    text, message = blocks.card(view)
+
+    assert_within_limits(message)
+    assert len(text) <= 300
+    assert len(message[2]["fields"]) == 10 and "*55 more*" in message[2]["fields"][-1]["text"]
+    status = message[1]["elements"][0]["text"]
+    assert "and 3" in status and "more" in status
+    lines = [line for line in section_lines(message) if line[:1] in "✅⏳"]
+    assert len(lines) == 35, "35 steps fit as packed lines"
+    assert {b["block_id"] for b in message if b["type"] == "actions"} == {
+        "step:1003",
+        "step:1004",
+        "incident:7",
+    }
+
+
+def test_runbook_with_more_awaiting_steps_than_blocks_summarises_the_rest() -> None:
+    view = xid_card(steps=tuple(step(i, "awaiting_approval") for i in range(60)))
+    _, message = blocks.card(view)
+
+    assert_within_limits(message)
+    assert len(message) >= 49, "each awaiting step costs two blocks: use all but one spare"
+    shown = [b for b in message if b.get("block_id", "").startswith("step:")]
+    assert [b["block_id"] for b in shown] == [f"step:{1000 + i}" for i in range(len(shown))]
+    note = section_lines(message)[-1]
+    assert note == (
+        f"… {60 - len(shown)} more steps ({60 - len(shown)} awaiting a decision:"
+        " see `runbook-bot steps`)"
+    )
+    assert message[-1]["block_id"] == "incident:7"
+
+
+INJECTIONS = ("<!channel>", "<https://evil.example|click>", "AT&T", "<@U999>", "a\n> quote")
+
+
+@pytest.mark.parametrize("evil", INJECTIONS)
+def test_alert_text_cannot_mention_link_or_break_lines(evil: str) -> None:
+    awaiting = replace(
+        xid_card().steps[3],
+        title=evil,
+        summary=evil,
+        params={"node": evil},
+        targets=(evil,),
+        approvers=(evil, "slack:U1><!channel>"),
+    )
+    view = xid_card(
+        title=evil,
+        facts={evil: evil},
+        alert_names=(evil,),
+        nodes=(evil,),
+        owner=evil,
+        acknowledged_by="slack:UX|<!here>",
+        steps=(awaiting,),
+    )
+    text, message = blocks.card(view)
+    post = blocks.thread_message([LogLine(1, NOW, evil, "alert.fired", evil)])
+
+    for rendered in [text, *mrkdwn_texts(message), post.text, *mrkdwn_texts(post.blocks)]:
+        assert_no_markup_injection(rendered)
+    # The header is plain_text, which Slack never parses: shown as typed, harmless.
+    assert message[0]["text"]["type"] == "plain_text"
+    assert escape(evil.replace("\n", " ")) in text
+    assert_within_limits(message)
+
+
+def test_escaped_text_is_clipped_between_entities_never_inside_one() -> None:
+    for width in range(1, 7):
+        line = LogLine(1, NOW, "alice", "note", "x" * width + "&" * 5000)
+        text = blocks.thread_message([line]).blocks[0]["text"]["text"]
+
+        assert len(text) <= 3000 and text.endswith("&amp;…")
+        assert_no_markup_injection(text)
+
+
+# --- elapsed time --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("delta", "shown"),
+    [
+        (timedelta(seconds=-5), "0s"),
+        (timedelta(seconds=45), "45s"),
+        (timedelta(minutes=42, seconds=59), "42m"),
+        (timedelta(hours=3, minutes=5), "3h 05m"),
+        (timedelta(hours=23, minutes=59), "23h 59m"),
+        (timedelta(days=2, hours=4, minutes=30), "2d 04h"),
+    ],
+)
+def test_elapsed_reads_at_a_glance(delta: timedelta, shown: str) -> None:
+    assert blocks.elapsed(delta) == shown
+
+
+# --- thread posts -----------------------------------------------------------------------------
+
+
+def test_thread_posts_carry_200_long_entries_in_order_without_losing_any() -> None:
+    entries = [
+        LogLine(
+            seq=i,
+            at=OPENED + timedelta(seconds=i),
+            actor="runbook-bot",
+            type="step.output",
+            summary=f"entry {i:03d} " + "<ok & fine> " * 120,
+        )
+        for i in range(200)
+    ]
+    remaining: list[LogLine] = entries
+    seen: list[str] = []
+    posts = 0
+    while remaining:
+        post = blocks.thread_message(remaining)
+        assert post.consumed >= 1
+        assert_within_limits(post.blocks)
+        seen.extend(section_lines(post.blocks))
+        remaining = remaining[post.consumed :]
+        posts += 1
+
+    assert posts > 1
+    expected = [
+        f"03:{i // 60:02d}:{i % 60:02d} runbook-bot — entry {i:03d} "
+        + " ".join(["&lt;ok &amp; fine&gt;"] * 120)
+        for i in range(200)
+    ]
+    assert seen == expected
+
+
+def test_thread_post_renders_slack_ids_as_mentions_in_utc() -> None:
+    from datetime import timezone
+
+    tokyo = timezone(timedelta(hours=9))
+    line = LogLine(
+        seq=3,
+        at=datetime(2026, 11, 30, 13, 4, 5, tzinfo=tokyo),
+        actor="slack:U0123ABC",
+        type="step.approved",
+        summary="approved power cycle (1/2), asked slack:U0456DEF & <!here>",
+    )
+    text, message, consumed = blocks.thread_message([line])
+
+    assert consumed == 1
+    assert message[0]["text"]["text"] == (
+        "04:04:05 <@U0123ABC> — approved power cycle (1/2), asked <@U0456DEF> &amp; &lt;!here&gt;"
+    )
+    assert text == message[0]["text"]["text"]
+
+
+def test_thread_message_of_nothing_consumes_nothing() -> None:
+    assert blocks.thread_message([]) == blocks.ThreadPost("", [], 0)
+
+
+def test_huge_entries_are_clipped_to_a_section_and_still_sent() -> None:
+    post = blocks.thread_message([LogLine(1, NOW, "alice", "note", "x" * 10_000)] * 10)
+
+    assert 1 <= post.consumed < 10
+    assert_within_limits(post.blocks)
+    assert len(post.blocks) == post.consumed
+    assert all(block["text"]["text"].endswith("x…") for block in post.blocks)
+
+
+# --- modal, list, ephemeral --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("severity", "optional"), [("critical", False), ("warning", True)])
+def test_resolve_modal_requires_a_disposition_only_for_critical(
+    severity: str, optional: bool
+) -> None:
+    modal = blocks.resolve_modal(xid_card(severity=severity, ref="INC-123456789012345"))
+
+    assert (modal["type"], modal["callback_id"], modal["private_metadata"]) == (
+        "modal",
+        "incident.resolve",
+        "7",
+    )
+    assert len(modal["title"]["text"]) <= 24
+    field = modal["blocks"][1]
+    assert (field["block_id"], field["element"]["action_id"], field["optional"]) == (
+        "disposition",
+        "text",
+        optional,
+    )
+    assert field["element"]["type"] == "plain_text_input" and field["element"]["multiline"]
+    assert_within_limits(modal["blocks"])
+
+
+def test_done_modal_carries_the_run_id_and_asks_for_a_note() -> None:
+    modal = blocks.done_modal(105, "tell_users", "call slack:U0123ABC <!here>")
+
+    assert (modal["callback_id"], modal["private_metadata"]) == ("step.done", "105")
+    field = modal["blocks"][1]
+    assert (field["block_id"], field["element"]["action_id"], field["optional"]) == (
+        "note",
+        "text",
+        False,
+    )
+    assert modal["blocks"][0]["text"]["text"] == "*tell_users*\ncall <@U0123ABC> &lt;!here&gt;"
+    assert_within_limits(modal["blocks"])
+
+
+def test_incident_list_shows_one_line_each_and_counts_the_rest() -> None:
+    views = [
+        xid_card(number=i, ref=f"INC-{i}", title=f"<!channel> node {i}", severity="warning")
+        for i in range(1, 61)
+    ]
+    text, message = blocks.incident_list(views)
+
+    assert_within_limits(message)
+    assert len(message) == 50
+    assert message[0]["text"]["text"] == (
+        "🟠 *INC-1* warning · open · &lt;!channel&gt; node 1 · 42m"
+    )
+    assert message[-1]["text"]["text"] == "… and 11 more"
+    assert text.startswith("60 incidents: INC-1, INC-2")
+    assert blocks.incident_list([]) == ("No incidents.", [blocks._section("No incidents.")])
+
+
+def test_ephemeral_refusal_is_escaped() -> None:
+    text, message = blocks.ephemeral("you need the responder role <!channel> & more")
+
+    assert text == "you need the responder role &lt;!channel&gt; &amp; more"
+    assert message[0]["text"]["text"] == text
+    assert_within_limits(message)
+
+
+# --- property --------------------------------------------------------------------------------
+
+anything = st.text(max_size=4000)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    title=anything,
+    facts=st.dictionaries(st.text(max_size=300), anything, max_size=14),
+    summaries=st.lists(anything, min_size=1, max_size=40),
+    actor=st.text(max_size=100),
+    awaiting=st.sets(st.integers(0, 39), max_size=30),
+)
+def test_any_text_stays_within_limits_and_escaped(
+    title: str, facts: dict[str, str], summaries: list[str], actor: str, awaiting: set[int]
+) -> None:
+    steps = tuple(
+        step(
+            i,
+            "awaiting_approval" if i in awaiting else "running",
+            title=summary[:500],
+            summary=summary,
+            params={"x": summary},
+            targets=(summary,),
+            approvers=(actor,),
+        )
+        for i, summary in enumerate(summaries)
+    )
+    view = xid_card(title=title, facts=facts, steps=steps, owner=actor, alert_names=(title,))
+    text, message = blocks.card(view)
+    lines = [LogLine(i, NOW, actor, "note", summary) for i, summary in enumerate(summaries)]
+    post = blocks.thread_message(lines)
+
+    assert_within_limits(message)
+    assert_within_limits(post.blocks)
+    assert 1 <= post.consumed <= len(lines)
+    assert_within_limits(blocks.resolve_modal(view)["blocks"])
+    for rendered in [text, *mrkdwn_texts(message), post.text, *mrkdwn_texts(post.blocks)]:
+        assert_no_markup_injection(rendered)

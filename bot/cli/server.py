@@ -34,7 +34,8 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         clock = SystemClock()
         worker = WorkerProcess(settings) if settings.serve_worker else None
         wake = worker.wake if worker is not None else None
-        wake_chat = worker.wake_chat if worker is not None else None
+        chat = worker is not None and settings.slack_enabled
+        wake_chat = worker.wake_chat if chat and worker is not None else None
         slack = _slack(settings, db, clock, wake, wake_chat)
         app = build_app(
             settings,

@@ -24,8 +24,8 @@ from bot.db import insert_new
 from bot.incidents.lifecycle import Status
 from bot.incidents.models import Incident
 
-CARD, THREAD, MESSAGE, EPHEMERAL = "card", "thread", "message", "ephemeral"
-PRIORITY = {CARD: 0, EPHEMERAL: 0, THREAD: 1, MESSAGE: 1}
+CARD, THREAD, MESSAGE, EPHEMERAL, PAGE = "card", "thread", "message", "ephemeral", "page"
+PRIORITY = {CARD: 0, EPHEMERAL: 0, PAGE: 0, THREAD: 1, MESSAGE: 1}
 """Within a channel: cards (and answers to a click) before the story in threads."""
 PROJECT_BATCH = 50
 _OUTBOX = cast(Table, OutboxMessage.__table__)
@@ -113,3 +113,22 @@ def _channel(session: Session, channel: str, now: datetime) -> None:
 
 def _postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
+
+
+class OutboxChat:
+    """`bot.chat.Chat` over the outbox: what Slack (and later other surfaces) send."""
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+
+    def page(self, session: Session, incident: int, person: str, text: str, now: datetime) -> None:
+        card = session.get(ChatCard, incident)
+        channel = card.channel if card is not None else self.channel
+        enqueue(
+            session,
+            channel=channel,
+            kind=PAGE,
+            payload={"who": person, "text": text},
+            incident=incident,
+            now=now,
+        )

@@ -20,6 +20,7 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 from sqlalchemy import select
 
 from bot.chat.models import ChatCard, OutboxMessage
+from bot.chat.outbox import OutboxChat
 from bot.incidents import service as incidents
 from tests.chat.slack_rig import CHANNEL, GROUPS, SECRET, Chat
 from tests.runbooks.rig import TWO_STEPS
@@ -230,3 +231,25 @@ def test_serve_posts_the_card_from_its_worker_process_when_an_alert_arrives(
     )
     cards = [m for m in slack.messages(CHANNEL) if m.thread_ts is None]
     assert len(cards) == 1
+
+
+def test_a_page_mentions_the_person_in_the_thread_and_messages_them_directly(
+    chat: Chat,
+) -> None:
+    chat.rig.write(TWO_STEPS)
+    number = chat.rig.fire(host="gpu-node-01")
+    chat.send_all()
+    paging = OutboxChat(CHANNEL)
+
+    with chat.rig.db.transaction() as session:
+        now = chat.rig.clock.now()
+        paging.page(session, number, "slack:UCAROL", "INC not acknowledged in 15 min", now)
+        paging.page(session, number, "slack:S0SRE", "second line, please look", now)
+    assert chat.send_all() == 0
+
+    card = chat.cards()[0]
+    thread = json.dumps([m.blocks for m in chat.thread(card)])
+    assert "<@UCAROL> INC not acknowledged in 15 min" in thread
+    assert "<!subteam^S0SRE> second line, please look" in thread
+    direct = [m for m in chat.slack.messages() if m.channel.startswith("D")]
+    assert len(direct) == 1 and "not acknowledged" in (direct[0].text or "")

@@ -517,6 +517,19 @@ def _list_line(view: CardView) -> str:
     )
 
 
+def page(who: str, text: str) -> tuple[str, list[Block]]:
+    """A page: the mention (a person `slack:U...` or a user group `slack:S...`) and why."""
+    raw = who.removeprefix("slack:")
+    if who.startswith("slack:S"):
+        mention = f"<!subteam^{raw}>"
+    elif who.startswith("slack:"):
+        mention = f"<@{raw}>"
+    else:
+        mention = _safe(who, 60)
+    body = f"📟 {mention} {_clip(escape(_one_line(text)), SECTION_TEXT - 100, markup=True)}"
+    return _clip(_safe(f"page: {text}", SECTION_TEXT), SECTION_TEXT, markup=True), [_section(body)]
+
+
 def ephemeral(text: str) -> tuple[str, list[Block]]:
     """A refusal or notice only the clicker sees (`you need the responder role ...`)."""
     plain = _clip(_safe(text, SECTION_TEXT), SECTION_TEXT, markup=True)

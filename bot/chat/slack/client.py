@@ -85,6 +85,11 @@ class SlackApi:
             ),
         )
 
+    def open_dm(self, user: str) -> str:
+        """The id of the bot's direct-message channel with `user`."""
+        answer = self._call("conversations.open", lambda: self.web.conversations_open(users=user))
+        return str((answer.get("channel") or {}).get("id", ""))
+
     def find_card(self, channel: str, incident: int, oldest: float) -> str | None:
         """The ts of a card for `incident` posted since `oldest` (epoch seconds), if any:
         a card whose post reached Slack but whose ts we could not record."""

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 
 from bot.chat import cards, outbox
 from bot.chat.models import ChatCard, ChatChannel, OutboxMessage
-from bot.chat.slack import blocks
+from bot.chat.slack import blocks, people
 from bot.chat.slack.client import SlackApi
 from bot.clock import Clock
 from bot.config import Settings
@@ -182,6 +182,8 @@ class SlackSender:
             return d
         if row.kind == outbox.THREAD:
             return self._thread(session, row, d, now)
+        if row.kind == outbox.PAGE:
+            return self._page(session, row, d, now)
         payload = row.payload
         d.text, d.blocks = str(payload.get("text", "")), list(payload.get("blocks") or [])
         d.user, d.ts = payload.get("user"), payload.get("thread_ts")
@@ -238,6 +240,22 @@ class SlackSender:
         d.consumed, d.rest, d.last_seq = consumed, rest, upto
         return d
 
+    def _page(
+        self, session: Session, row: OutboxMessage, d: Delivery, now: datetime
+    ) -> Delivery | None:
+        """A mention in the card's thread (a channel post while there is no card yet) and,
+        for a person, a direct message too."""
+        assert row.incident_number is not None
+        card = session.get(ChatCard, row.incident_number)
+        if card is not None and card.ts is None:
+            row.not_before = now + timedelta(seconds=1)  # the card goes first
+            return None
+        who = str(row.payload.get("who", ""))
+        d.text, d.blocks = blocks.page(who, str(row.payload.get("text", "")))
+        d.ts = card.ts if card is not None else None
+        d.user = who.removeprefix(people.PREFIX) if who.startswith(people.PREFIX + "U") else None
+        return d
+
     # --- deliver and record ------------------------------------------------------------
 
     def _deliver(self, d: Delivery) -> str | None:
@@ -249,6 +267,11 @@ class SlackSender:
                 return self.api.post(d.channel, d.text, d.blocks, incident=d.incident)
             self.api.update(d.channel, d.ts, d.text, d.blocks)
             return d.ts
+        if d.kind == outbox.PAGE:
+            ts = self.api.post(d.channel, d.text, d.blocks, thread_ts=d.ts)
+            if d.user is not None:  # a person: also a direct message, which notifies
+                self.api.post(self.api.open_dm(d.user), d.text, d.blocks)
+            return ts
         if d.kind == outbox.EPHEMERAL:
             assert d.user is not None
             self.api.ephemeral(d.channel, d.user, d.text, d.blocks)

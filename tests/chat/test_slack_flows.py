@@ -9,12 +9,12 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 from sqlalchemy import select
@@ -156,8 +156,9 @@ def test_a_card_posted_but_not_recorded_is_found_again_not_posted_twice(chat: Ch
     assert chat.cards()[0].edits >= 1  # the found card was updated in place
 
 
-@pytest.fixture
-def served_slack(slack: FakeSlack, db_url: str, tmp_path: Path) -> Iterator[tuple[str, Any]]:
+@contextmanager
+def _serve(slack: FakeSlack, db_url: str, tmp_path: Path, **extra: Any) -> Iterator[str]:
+    """`runbook-bot serve` wired to the fake Slack, until the block ends; its URL."""
     runbooks = tmp_path / "runbooks"
     runbooks.mkdir()
     (runbooks / "gpu-xid.yaml").write_text(textwrap.dedent(TWO_STEPS), encoding="utf-8")
@@ -172,6 +173,7 @@ def served_slack(slack: FakeSlack, db_url: str, tmp_path: Path) -> Iterator[tupl
         "slack_api_url": slack.api_url,
         "slack_role_groups": {"responder": list(GROUPS)},
         "worker_poll": "60s",
+        **extra,
     }
     config = tmp_path / "settings.yaml"
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
@@ -194,7 +196,7 @@ def served_slack(slack: FakeSlack, db_url: str, tmp_path: Path) -> Iterator[tupl
                 return False
 
         eventually(ready, timeout=30, what="serve to become ready")
-        yield url, log
+        yield url
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -211,9 +213,31 @@ def _free_port() -> int:
 
 
 def test_serve_posts_the_card_from_its_worker_process_when_an_alert_arrives(
-    served_slack: tuple[str, Any], slack: FakeSlack
+    slack: FakeSlack, db_url: str, tmp_path: Path
 ) -> None:
-    url, _ = served_slack
+    with _serve(slack, db_url, tmp_path) as url:
+        _alert_makes_one_card(url, slack)
+
+
+def test_serve_in_socket_mode_takes_commands_over_the_websocket(
+    slack: FakeSlack, db_url: str, tmp_path: Path
+) -> None:
+    with _serve(
+        slack, db_url, tmp_path, slack_mode="socket", slack_app_token=fake_slack.APP_TOKEN
+    ) as url:
+        _alert_makes_one_card(url, slack)
+        slack.connected(timeout=20)
+        command = fake_slack.slash_command(
+            text="list", response_url=slack.response_url(), user_id="UALICE"
+        )
+        answer = slack.wait_ack(
+            slack.send_envelope("slash_commands", command, accepts_response_payload=True),
+            timeout=20,
+        )
+    assert "gpu-node-07" in json.dumps(answer["payload"])
+
+
+def _alert_makes_one_card(url: str, slack: FakeSlack) -> None:
     posted = httpx.post(
         f"{url}/webhooks/alertmanager",
         json=notification([alert(host="gpu-node-07")]),

@@ -334,3 +334,33 @@ def _pending(db: Database) -> int:
         return int(
             session.scalar(select(func.count()).where(OutboxMessage.state == "pending")) or 0
         )
+
+
+def test_server_errors_are_retried_with_backoff_and_a_refusal_fails_at_once(
+    chat: Chat, caplog: pytest.LogCaptureFixture
+) -> None:
+    chat.rig.write(TWO_STEPS)
+    chat.slack.fail("chat.postMessage", 500, times=2)
+    number = chat.rig.fire(host="gpu-node-01")
+
+    assert chat.send_all() == 0
+    assert len(chat.cards()) == 1  # the third attempt went through
+    with chat.rig.db.session() as session:
+        card = session.scalars(
+            select(OutboxMessage).where(
+                OutboxMessage.incident_number == number, OutboxMessage.kind == "card"
+            )
+        ).first()
+        assert card is not None and card.attempts == 3 and card.state == "sent"
+
+    with chat.rig.db.transaction() as session:
+        payload = {"text": "hello", "blocks": []}
+        now = chat.rig.clock.now()
+        outbox.enqueue(session, channel=CHANNEL, kind=outbox.MESSAGE, payload=payload, now=now)
+    chat.slack.fail("chat.postMessage", 200, error="not_in_channel")
+    assert chat.send_all() == 0
+    with chat.rig.db.session() as session:
+        failed = session.scalars(select(OutboxMessage).where(OutboxMessage.state == "failed"))
+        (row,) = failed.all()
+        assert row.attempts == 1 and "invite the bot to the channel" in row.error
+    assert "failed for good" in caplog.text

@@ -98,6 +98,7 @@ class _Fault:
     status: int
     retry_after: int | None
     remaining: int
+    error: str = "fatal_error"
 
 
 @dataclass
@@ -156,11 +157,18 @@ class FakeSlack:
         return f"{self.url}/api/"
 
     def fail(
-        self, method: str, status: int = 429, *, retry_after: int | None = 1, times: int = 1
+        self,
+        method: str,
+        status: int = 429,
+        *,
+        retry_after: int | None = 1,
+        times: int = 1,
+        error: str = "fatal_error",
     ) -> None:
-        """Answer the next `times` calls to `method` with `status` (429 carries Retry-After)."""
+        """Answer the next `times` calls to `method` with `status` (429 carries Retry-After)
+        and `error`; a 200 with an error is how Slack refuses (`not_in_channel`)."""
         with self._cond:
-            fault = _Fault(status, retry_after if status == 429 else None, times)
+            fault = _Fault(status, retry_after if status == 429 else None, times, error)
             self._faults.setdefault(method, []).append(fault)
 
     def rate_limit(self, channel: str, per_second: float = 1.0) -> None:
@@ -309,7 +317,7 @@ class FakeSlack:
         if fault.status == 429:
             retry_after = 1 if fault.retry_after is None else fault.retry_after
             raise ApiError("ratelimited", 429, {"Retry-After": str(retry_after)})
-        raise ApiError("fatal_error", fault.status)
+        raise ApiError(fault.error, fault.status)
 
     def _authenticate(self, method: str, params: dict[str, Any], headers: dict[str, str]) -> None:
         """Slack takes the token from the Authorization header (or a `token` param); the

@@ -27,7 +27,9 @@ from bot.incidents.models import Incident
 CARD, THREAD, MESSAGE, EPHEMERAL, PAGE = "card", "thread", "message", "ephemeral", "page"
 PRIORITY = {CARD: 0, EPHEMERAL: 0, PAGE: 0, THREAD: 1, MESSAGE: 1}
 """Within a channel: cards (and answers to a click) before the story in threads."""
-PROJECT_BATCH = 50
+PROJECT_BATCH = 10
+"""Incidents per projection transaction: their rows stay locked until it commits, and
+ingest waits on them, so it is kept short."""
 _OUTBOX = cast(Table, OutboxMessage.__table__)
 _CHANNELS = cast(Table, ChatChannel.__table__)
 _PENDING_CARD = text("kind = 'card' AND state = 'pending'")

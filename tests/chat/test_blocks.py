@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.chat.slack import blocks
+from bot.chat.slack import blocks, mrkdwn
 from bot.chat.slack.blocks import escape
 from bot.chat.views import CardView, LogLine, StepView
 
@@ -611,7 +611,7 @@ def test_incident_list_shows_one_line_each_and_counts_the_rest() -> None:
     )
     assert message[-1]["text"]["text"] == "… and 11 more"
     assert text.startswith("60 incidents: INC-1, INC-2")
-    assert blocks.incident_list([]) == ("No incidents.", [blocks._section("No incidents.")])
+    assert blocks.incident_list([]) == ("No incidents.", [mrkdwn.section("No incidents.")])
 
 
 def test_ephemeral_refusal_is_escaped() -> None:

@@ -25,8 +25,11 @@ from bot.incidents.lifecycle import Status
 from bot.incidents.models import Incident
 
 CARD, THREAD, MESSAGE, EPHEMERAL, PAGE = "card", "thread", "message", "ephemeral", "page"
-PRIORITY = {CARD: 0, EPHEMERAL: 0, PAGE: 0, THREAD: 1, MESSAGE: 1}
-"""Within a channel: cards (and answers to a click) before the story in threads."""
+PRIORITY = {CARD: 1, EPHEMERAL: 0, PAGE: 0, THREAD: 2, MESSAGE: 2}
+"""Within a channel, lower first: answers to a click and pages; then cards (a new card,
+`NEW_CARD`, before updates of cards already there); then the story in threads. At about a
+message a second per channel a storm backs the channel up: what is new is seen first."""
+NEW_CARD = 0
 PROJECT_BATCH = 10
 """Incidents per projection transaction: their rows stay locked until it commits, and
 ingest waits on them, so it is kept short."""
@@ -58,7 +61,7 @@ def project(session: Session, channel: str, now: datetime) -> int:
             card = ChatCard(incident_number=incident.number, channel=channel, thread_seq=0)
             session.add(card)
             session.flush()
-        queue_card(session, incident.number, card.channel, now)
+        queue_card(session, incident.number, card.channel, now, new=card.ts is None)
         enqueue(
             session,
             channel=card.channel,
@@ -70,9 +73,14 @@ def project(session: Session, channel: str, now: datetime) -> int:
     return taken
 
 
-def queue_card(session: Session, number: int, channel: str, now: datetime) -> None:
-    """Ask for the card to be posted or updated; nothing new if a request is pending."""
+def queue_card(
+    session: Session, number: int, channel: str, now: datetime, *, new: bool = False
+) -> None:
+    """Ask for the card to be posted (`new`) or updated; nothing new if a request is
+    pending."""
     values = _row(channel, CARD, {}, number, now)
+    if new:
+        values["priority"] = NEW_CARD
     insert_new(
         session, _OUTBOX, values, index_elements=["incident_number"], index_where=_PENDING_CARD
     )

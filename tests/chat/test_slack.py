@@ -364,3 +364,24 @@ def test_server_errors_are_retried_with_backoff_and_a_refusal_fails_at_once(
         (row,) = failed.all()
         assert row.attempts == 1 and "invite the bot to the channel" in row.error
     assert "failed for good" in caplog.text
+
+
+def test_a_new_card_goes_before_a_backlog_of_thread_posts_and_updates(chat: Chat) -> None:
+    chat.rig.write(TWO_STEPS)
+    chat.rig.fire(host="gpu-node-01")
+    chat.send_all()
+    for gpu in range(1, 4):  # the first incident changes: an update and thread posts wait
+        chat.rig.ingest(notification([alert(host="gpu-node-01", gpu=gpu)]))
+    with chat.rig.db.transaction() as session:
+        for i in range(10):
+            payload = {"text": f"backlog {i}", "blocks": []}
+            now = chat.rig.clock.now()
+            outbox.enqueue(session, channel=CHANNEL, kind=outbox.MESSAGE, payload=payload, now=now)
+    second = chat.rig.fire(host="gpu-node-02")
+    chat.rig.clock.advance(timedelta(seconds=5))
+    before = len(chat.slack.calls())
+
+    chat.sender.run_once()
+
+    (call,) = chat.slack.calls()[before:]
+    assert call.method == "chat.postMessage" and f"INC-{second}" in call.params["text"]

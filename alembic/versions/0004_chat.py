@@ -100,6 +100,9 @@ def upgrade() -> None:
         "chat_channels",
         sa.Column("channel", sa.String(64), primary_key=True),
         _at("next_at", nullable=False),
+        _at("low_at", nullable=False),
+        sa.Column("tokens", sa.Float(), nullable=False),
+        _at("tokens_at", nullable=False),
         sa.Column("lease_owner", sa.String(100)),
         _at("lease_until"),
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKey, Index, Integer, String, Text, text
+from sqlalchemy import BigInteger, Float, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.db import Base
@@ -77,14 +77,19 @@ class OutboxMessage(Base):
 
 
 class ChatChannel(Base):
-    """Pacing per channel, shared by every sender: nothing goes to the channel before
-    `next_at` (about a second after the last message, or what a 429 said), and only the
-    sender holding the lease sends to it, so messages of one channel keep their order."""
+    """Pacing per channel, shared by every sender: a token bucket of `slack_rate` messages
+    a second holding at most BURST, with one token kept for what is new (a new card, a
+    page, an answer to a click): `next_at` is when those may go, `low_at` when the rest
+    may (card updates, thread posts). A 429 holds both for its Retry-After. Only the
+    sender holding the lease sends to the channel, so its messages keep their order."""
 
     __tablename__ = "chat_channels"
 
     channel: Mapped[str] = mapped_column(String(64), primary_key=True)
     next_at: Mapped[datetime]
+    low_at: Mapped[datetime]
+    tokens: Mapped[float] = mapped_column(Float)
+    tokens_at: Mapped[datetime]
     lease_owner: Mapped[str | None] = mapped_column(String(100))
     lease_until: Mapped[datetime | None]
 

@@ -30,6 +30,10 @@ PRIORITY = {CARD: 1, EPHEMERAL: 0, PAGE: 0, THREAD: 2, MESSAGE: 2}
 `NEW_CARD`, before updates of cards already there); then the story in threads. At about a
 message a second per channel a storm backs the channel up: what is new is seen first."""
 NEW_CARD = 0
+URGENT = 0
+"""Rows of this priority may take the channel's last token (`ChatChannel`)."""
+BURST = 3.0
+"""Messages a quiet channel may send at once (Slack tolerates short bursts)."""
 PROJECT_BATCH = 10
 """Incidents per projection transaction: their rows stay locked until it commits, and
 ingest waits on them, so it is kept short."""
@@ -118,7 +122,8 @@ def _row(
 
 
 def _channel(session: Session, channel: str, now: datetime) -> None:
-    insert_new(session, _CHANNELS, {"channel": channel, "next_at": now}, index_elements=["channel"])
+    values = {"channel": channel, "next_at": now, "low_at": now, "tokens": BURST, "tokens_at": now}
+    insert_new(session, _CHANNELS, values, index_elements=["channel"])
 
 
 def _postgres(session: Session) -> bool:

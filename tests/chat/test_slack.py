@@ -295,7 +295,7 @@ def test_two_senders_on_postgresql_send_each_message_once_in_order(
         slack_api_url=slack.api_url,
         slack_rate=20,
     )
-    slack.rate_limit(CHANNEL, per_second=20)  # the fake answers 429 to anything faster
+    slack.rate_limit(CHANNEL, per_second=20, burst=3)  # 429 to anything faster
     db = Database(pg_url)
     clock = SystemClock()
     try:
@@ -385,3 +385,22 @@ def test_a_new_card_goes_before_a_backlog_of_thread_posts_and_updates(chat: Chat
 
     (call,) = chat.slack.calls()[before:]
     assert call.method == "chat.postMessage" and f"INC-{second}" in call.params["text"]
+
+
+def test_the_last_token_of_a_busy_channel_is_kept_for_a_new_card(chat: Chat) -> None:
+    chat.rig.write(TWO_STEPS)
+    with chat.rig.db.transaction() as session:
+        for i in range(10):
+            payload = {"text": f"story {i}", "blocks": []}
+            now = chat.rig.clock.now()
+            outbox.enqueue(session, channel=CHANNEL, kind=outbox.MESSAGE, payload=payload, now=now)
+    while chat.sender.run_once():  # the clock stands still: the story uses its share
+        pass
+    story = len(chat.slack.messages(CHANNEL))
+    assert 0 < story < 10  # a burst, then it waits for tokens
+
+    number = chat.rig.fire(host="gpu-node-03")
+    assert chat.sender.run_once()  # at the same instant: the kept token
+
+    assert f"INC-{number}" in (chat.slack.messages(CHANNEL)[-1].text or "")
+    assert not chat.sender.run_once()  # and now the channel waits, new or not

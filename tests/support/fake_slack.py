@@ -104,6 +104,8 @@ class _Fault:
 @dataclass
 class _Pace:
     per_second: float
+    burst: float = 1.0
+    tokens: float = 1.0
     last: float | None = None
     violations: int = 0
 
@@ -171,11 +173,12 @@ class FakeSlack:
             fault = _Fault(status, retry_after if status == 429 else None, times, error)
             self._faults.setdefault(method, []).append(fault)
 
-    def rate_limit(self, channel: str, per_second: float = 1.0) -> None:
+    def rate_limit(self, channel: str, per_second: float = 1.0, burst: float = 1.0) -> None:
         """Answer 429 (Retry-After: 1) to chat.postMessage/update on `channel` coming faster
-        than `per_second`, with a burst of one, as Slack does per channel."""
+        than `per_second` on average, allowing `burst` at once (Slack tolerates short
+        bursts per channel)."""
         with self._cond:
-            self._paces[channel] = _Pace(per_second)
+            self._paces[channel] = _Pace(per_second, burst, burst)
 
     def violations(self, channel: str) -> int:
         """How many calls to a rate-limited channel were answered 429 for coming too fast."""
@@ -337,10 +340,13 @@ class FakeSlack:
         if method not in PACED_METHODS or pace is None:
             return
         now = time.monotonic()
-        if pace.last is not None and now - pace.last < 1.0 / pace.per_second:
+        if pace.last is not None:  # a token bucket: `per_second`, at most `burst` saved
+            pace.tokens = min(pace.burst, pace.tokens + (now - pace.last) * pace.per_second)
+        pace.last = now
+        if pace.tokens < 1.0 - 1e-6:
             pace.violations += 1
             raise ApiError("ratelimited", 429, {"Retry-After": "1"})
-        pace.last = now
+        pace.tokens -= 1.0
 
     def _dispatch(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         handler = _HANDLERS.get(method)

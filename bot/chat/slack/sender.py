@@ -1,8 +1,10 @@
 """Send the outbox to Slack: one channel at a time, about one message a second each.
 
 A round: project new log entries into rows (`outbox.project`), then claim a channel that
-is due (`next_at` passed, no other sender's lease on it) and its first pending row (cards
-before thread posts, then oldest first), count the attempt and commit; call Slack outside
+may send (no other sender's lease on it, a token in its bucket: `ChatChannel`) and its
+first pending row (new cards and answers first, then card updates, then thread posts,
+oldest first), count the attempt and commit; the last token of a channel is kept for
+what is new, so a new incident's card does not wait behind the story of older ones; call Slack outside
 any transaction; record the answer in a second transaction. What is sent is rendered at
 claim time from the database, so a card row always shows the incident as it is now, and
 a thread row carries every pending entry of its incident that fits in one post.
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import exists, select
+from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
 from bot.chat import cards, outbox
@@ -78,7 +80,6 @@ class SlackSender:
         self.clock = clock
         self.api = api
         self.channel = settings.slack_channel or ""
-        self.interval = timedelta(seconds=1.0 / settings.slack_rate)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
     def run_forever(self, stop: threading.Event, wake: threading.Event) -> None:
@@ -117,30 +118,31 @@ class SlackSender:
         return True
 
     def _idle(self) -> float:
-        """Seconds until a channel is due again (at most worker_poll)."""
+        """Seconds until a channel may send again (at most worker_poll)."""
         poll = self.settings.worker_poll.total_seconds()
+        now = self.clock.now()
         with self.db.session() as session:
-            due = session.scalar(
-                select(ChatChannel.next_at)
-                .where(_has_pending(self.clock.now()))
-                .order_by(ChatChannel.next_at)
-                .limit(1)
+            urgent = session.scalar(
+                select(func.min(ChatChannel.next_at)).where(_has_pending(now, urgent=True))
             )
+            rest = session.scalar(select(func.min(ChatChannel.low_at)).where(_has_pending(now)))
+        due = min((at for at in (urgent, rest) if at is not None), default=None)
         if due is None:
             return poll
-        return min(poll, max(0.05, (due - self.clock.now()).total_seconds()))
+        return min(poll, max(0.02, (due - now).total_seconds()))
 
     # --- claim -------------------------------------------------------------------------
 
     def _claim(self) -> Delivery | Literal[False] | None:
         with self.db.transaction() as session:
             now = self.clock.now()
+            free = (ChatChannel.lease_until.is_(None)) | (ChatChannel.lease_until < now)
             stmt = (
                 select(ChatChannel)
                 .where(
-                    ChatChannel.next_at <= now,
-                    (ChatChannel.lease_until.is_(None)) | (ChatChannel.lease_until < now),
-                    _has_pending(now),
+                    free,
+                    ((ChatChannel.next_at <= now) & _has_pending(now, urgent=True))
+                    | ((ChatChannel.low_at <= now) & _has_pending(now)),
                 )
                 .order_by(ChatChannel.next_at)
                 .limit(1)
@@ -150,15 +152,15 @@ class SlackSender:
             channel = session.scalars(stmt).first()
             if channel is None:
                 return None
+            query = select(OutboxMessage).where(
+                OutboxMessage.channel == channel.channel,
+                OutboxMessage.state == "pending",
+                (OutboxMessage.not_before.is_(None)) | (OutboxMessage.not_before <= now),
+            )
+            if channel.low_at > now:  # only what is new may take the last token
+                query = query.where(OutboxMessage.priority <= outbox.URGENT)
             row = session.scalars(
-                select(OutboxMessage)
-                .where(
-                    OutboxMessage.channel == channel.channel,
-                    OutboxMessage.state == "pending",
-                    (OutboxMessage.not_before.is_(None)) | (OutboxMessage.not_before <= now),
-                )
-                .order_by(OutboxMessage.priority, OutboxMessage.id)
-                .limit(1)
+                query.order_by(OutboxMessage.priority, OutboxMessage.id).limit(1)
             ).first()
             if row is None:
                 return None
@@ -167,9 +169,19 @@ class SlackSender:
                 return False
             row.attempts += 1
             delivery.attempts = row.attempts
+            self._spend(channel, now)
             channel.lease_owner = self.owner
             channel.lease_until = now + LEASE
             return delivery
+
+    def _spend(self, channel: ChatChannel, now: datetime) -> None:
+        """Take a token from the channel's bucket and say when the next ones are there."""
+        rate = self.settings.slack_rate
+        saved = (now - channel.tokens_at).total_seconds() * rate
+        tokens = min(outbox.BURST, channel.tokens + max(0.0, saved)) - 1.0
+        channel.tokens, channel.tokens_at = tokens, now
+        channel.next_at = now + timedelta(seconds=max(0.0, (1.0 - tokens) / rate))
+        channel.low_at = now + timedelta(seconds=max(0.0, (2.0 - tokens) / rate))
 
     def _render(self, session: Session, row: OutboxMessage, now: datetime) -> Delivery | None:
         """What to send for `row`; None (and the row settled) when there is nothing."""
@@ -281,7 +293,7 @@ class SlackSender:
     def _sent(self, d: Delivery, ts: str | None) -> None:
         with self.db.transaction() as session:
             now = self.clock.now()
-            self._release(session, d.channel, now + self.interval)
+            self._release(session, d.channel)
             if d.kind == outbox.CARD and d.incident is not None:
                 card = session.get(ChatCard, d.incident)
                 if card is not None:
@@ -307,8 +319,7 @@ class SlackSender:
             row = session.get(OutboxMessage, d.row_id)
             throttled = isinstance(exc, ChatUnavailable) and exc.throttled
             delay = exc.delay if isinstance(exc, ChatUnavailable) else 0.0
-            wait = timedelta(seconds=delay) if throttled else self.interval
-            self._release(session, d.channel, now + max(self.interval, wait))
+            self._release(session, d.channel, hold=timedelta(seconds=delay) if throttled else None)
             if row is None:
                 return
             row.error = str(exc)[:2000]
@@ -329,17 +340,24 @@ class SlackSender:
             row.not_before = now + timedelta(seconds=backoff)
             logger.warning("Slack %s: %s; attempt %d", d.kind, exc, row.attempts)
 
-    def _release(self, session: Session, channel: str, next_at: datetime) -> None:
+    def _release(self, session: Session, channel: str, *, hold: timedelta | None = None) -> None:
+        """Give the channel back; `hold` (a 429's Retry-After): nothing before it, and the
+        bucket starts empty after it."""
         row = session.get(ChatChannel, channel, with_for_update=True)
         if row is None:
             return
         row.lease_owner = row.lease_until = None
-        row.next_at = next_at
+        if hold is not None:
+            until = self.clock.now() + hold
+            row.next_at = row.low_at = row.tokens_at = until
+            row.tokens = 0.0
 
 
-def _has_pending(now: datetime) -> Any:
-    return exists().where(
+def _has_pending(now: datetime, *, urgent: bool = False) -> Any:
+    """The channel has a row due now (`urgent`: one that may take the last token)."""
+    found = exists().where(
         OutboxMessage.channel == ChatChannel.channel,
         OutboxMessage.state == "pending",
         (OutboxMessage.not_before.is_(None)) | (OutboxMessage.not_before <= now),
     )
+    return found.where(OutboxMessage.priority <= outbox.URGENT) if urgent else found

@@ -4,10 +4,11 @@ A round: project new log entries into rows (`outbox.project`), then claim a chan
 may send (no other sender's lease on it, a token in its bucket: `ChatChannel`) and its
 first pending row (new cards and answers first, then card updates, then thread posts,
 oldest first), count the attempt and commit; the last token of a channel is kept for
-what is new, so a new incident's card does not wait behind the story of older ones; call Slack outside
-any transaction; record the answer in a second transaction. What is sent is rendered at
-claim time from the database, so a card row always shows the incident as it is now, and
-a thread row carries every pending entry of its incident that fits in one post.
+what is new, so a new incident's card does not wait behind the story of older ones.
+Then call Slack outside any transaction, and record the answer in a second transaction.
+What is sent is rendered at claim time from the database, so a card row always shows the
+incident as it is now, and a thread row carries every pending entry of its incident that
+fits in one post.
 
 Failures: a 429 holds the whole channel for its Retry-After (the row keeps its place); a
 5xx or timeout retries the row with backoff (at least 5 s, doubling, at most 5 min,

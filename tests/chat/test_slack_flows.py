@@ -277,3 +277,20 @@ def test_a_page_mentions_the_person_in_the_thread_and_messages_them_directly(
     assert "<!subteam^S0SRE> second line, please look" in thread
     direct = [m for m in chat.slack.messages() if m.channel.startswith("D")]
     assert len(direct) == 1 and "not acknowledged" in (direct[0].text or "")
+
+
+def test_acknowledge_and_take_ownership_buttons(chat: Chat, client: httpx.Client) -> None:
+    chat.rig.write(TWO_STEPS)
+    number = chat.rig.fire(host="gpu-node-01")
+    chat.send_all()
+
+    chat.click(client, "incident.ack", _button(chat, "incident.ack"), "UALICE")
+    chat.send_all()
+    assert "incident.ack" not in json.dumps(chat.cards()[0].blocks)  # acknowledged now
+    chat.click(client, "incident.own", _button(chat, "incident.own"), "UBOB")
+
+    with chat.rig.db.session() as session:
+        incident = incidents.get(session, number)
+        assert (incident.status, incident.acknowledged_by) == ("acknowledged", "slack:UALICE")
+        assert incident.owner == "slack:UBOB"
+    assert "incident.owner" in chat.rig.types(number)

@@ -86,8 +86,20 @@ class SlackApp:
         self.app.action("step.approve")(self._step_button("approve"))
         self.app.action("step.skip")(self._step_button("skip"))
         self.app.action("step.done")(self._done_button)
-        self.app.action("incident.ack")(self._ack_button)
-        self.app.action("incident.own")(self._own_button)
+        self.app.action("incident.ack")(
+            self._incident_button(
+                "acknowledge",
+                lambda s, n, actor, now: incidents.acknowledge(s, n, actor=actor, at=now),
+            )
+        )
+        self.app.action("incident.own")(
+            self._incident_button(
+                "take ownership of",
+                lambda s, n, actor, now: incidents.assign_owner(
+                    s, n, actor.id, actor=actor, at=now
+                ),
+            )
+        )
         self.app.action("incident.resolve")(self._resolve_button)
         self.app.view("incident.resolve")(self._resolve_submitted)
         self.app.view("step.done")(self._done_submitted)
@@ -164,31 +176,23 @@ class SlackApp:
             self._open(body, blocks.done_modal(run.id, run.step_id, run.summary))
         ack()
 
-    def _ack_button(self, ack: Ack, body: dict[str, Any]) -> None:
-        user, number = _user(body), _number(body)
-        if number is not None and self._allowed(user, number, body, "acknowledge"):
-            actor = _actor(user)
-            self._decide(
-                body,
-                number,
-                lambda: self._in_tx(
-                    lambda s, now: incidents.acknowledge(s, number, actor=actor, at=now)
-                ),
-            )
-        ack()
+    def _incident_button(
+        self, what: str, change: Callable[[Session, int, log.Actor, datetime], object]
+    ) -> Callable[..., None]:
+        """A button that changes the incident it names (its value is the number)."""
 
-    def _own_button(self, ack: Ack, body: dict[str, Any]) -> None:
-        user, number = _user(body), _number(body)
-        if number is not None and self._allowed(user, number, body, "take ownership of"):
-            actor = _actor(user)
-            self._decide(
-                body,
-                number,
-                lambda: self._in_tx(
-                    lambda s, now: incidents.assign_owner(s, number, actor.id, actor=actor, at=now)
-                ),
-            )
-        ack()
+        def handle(ack: Ack, body: dict[str, Any]) -> None:
+            user, number = _user(body), _number(body)
+            if number is not None and self._allowed(user, number, body, what):
+                actor = _actor(user)
+                self._decide(
+                    body,
+                    number,
+                    lambda: self._in_tx(lambda s, now: change(s, number, actor, now)),
+                )
+            ack()
+
+        return handle
 
     def _resolve_button(self, ack: Ack, body: dict[str, Any]) -> None:
         user, number = _user(body), _number(body)

@@ -160,6 +160,7 @@ def test_a_step_running_at_resolution_finishes_and_nothing_runs_after_it(
         "incident.resolved",
         "step.left_running",
         "action.started",
+        "action.progress",  # the running step still reports what it does
         "action.finished",
         "step.succeeded",
     ]

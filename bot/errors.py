@@ -25,9 +25,12 @@
     │   ├── PermanentActionError  retrying will not help (refused, forbidden, not found)
     │   │   └── BreakerOpen       the circuit breaker refuses more cordoned GPU nodes
     │   └── TemporaryActionError  may succeed later; `delay` says when to try again
-    └── ChatError                 a chat call failed (Slack)
-        ├── ChatRefused           the chat service said no (bad token, no such channel)
-        └── ChatUnavailable       it may work later (429, 5xx, timeout); `delay` says when
+    ├── ChatError                 a chat call failed (Slack)
+    │   ├── ChatRefused           the chat service said no (bad token, no such channel)
+    │   └── ChatUnavailable       it may work later (429, 5xx, timeout); `delay` says when
+    └── PageError                 a paging target failed (bot.escalation); names the target
+        ├── PageRefused           the target said no (key, payload, recipient): do not retry
+        └── PageUnavailable       it may work later (429, 5xx, timeout, robot rate limit)
 
 Callers decide by class, never by message text.
 """
@@ -145,3 +148,22 @@ class ChatUnavailable(ChatError):
         super().__init__(message)
         self.delay = delay
         self.throttled = throttled
+
+
+class PageError(BotError):
+    """A paging target (PagerDuty, webhook, robot, mail) failed; the message names the
+    target, what happened and what to check, and never a key, token or password."""
+
+
+class PageRefused(PageError):
+    """The target refused the page (bad key, invalid payload, refused recipient); sending
+    the same page again will not help."""
+
+
+class PageUnavailable(PageError):
+    """The target throttled us, failed or did not answer; try again after `delay` seconds
+    (its Retry-After when it gave one)."""
+
+    def __init__(self, message: str, *, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay

@@ -121,6 +121,7 @@ def served(db_url: str, sim: SimHandle, tmp_path: Path) -> Iterator[Served]:
         env={**os.environ, "RUNBOOK_BOT_LOG_LEVEL": "info"},
         stdout=output,
         stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group, as under systemd
     )
     url = f"http://127.0.0.1:{settings['listen_port']}"
     handle = Served(proc, url, output)
@@ -202,6 +203,18 @@ def test_a_killed_worker_process_is_started_again_and_serve_stops_it_on_sigterm(
     assert f"worker process {first} exited with code -9" in log
     assert "starting another in 1 s" in log
     assert "did not stop" not in log  # it stopped on SIGTERM; nothing was killed
+
+
+def test_sigterm_to_the_whole_process_group_stops_quietly(served: Served) -> None:
+    worker = served.worker()
+    assert worker is not None
+
+    os.killpg(served.proc.pid, signal.SIGTERM)  # systemd and `timeout` signal every process
+
+    assert served.proc.wait(timeout=WAIT) == 0
+    eventually(lambda: not _alive(worker), timeout=WAIT, what="the worker process to stop")
+    log = served.log()
+    assert "exited with code" not in log and "starting another" not in log
 
 
 def test_a_worker_process_whose_serve_was_killed_stops_by_itself(served: Served) -> None:

@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 STEPS, CHAT = b"s", b"c"
 """What a byte on the wake pipe wakes: the step worker or the chat sender."""
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
+CLEAN_EXIT_GRACE = 2.0
+"""After the worker stopped as asked, how long to wait for serve's own stop before
+starting another."""
 HEALTHY_AFTER = 60.0
 """A child that ran this long before dying restarts after the first backoff again."""
 
@@ -116,7 +119,11 @@ class WorkerProcess:
             assert process is not None
             started = time.monotonic()
             process.join()
-            if self._closing.is_set():
+            # Exiting 0 or on SIGTERM is a stop that was asked for: SIGTERM to the whole
+            # process group (systemd, `timeout`) reaches the worker as serve stops it.
+            asked = process.exitcode in (0, -signal.SIGTERM)
+            grace = CLEAN_EXIT_GRACE if asked else 0.0
+            if self._closing.wait(grace):
                 return
             if time.monotonic() - started > HEALTHY_AFTER:
                 backoff = BACKOFF_FIRST

@@ -28,6 +28,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from bot.durations import Duration, format_duration
 from bot.errors import ConfigInvalid
+from bot.escalation_settings import EscalationSettings
 
 ENV_PREFIX = "RUNBOOK_BOT_"
 CONFIG_ENV = "RUNBOOK_BOT_CONFIG"
@@ -281,6 +282,27 @@ class Settings(BaseSettings):
         "`attempts` (3). See docs/bmc.md.",
     )
 
+    escalation: EscalationSettings = Field(
+        default_factory=EscalationSettings,
+        description="Who is paged and when: `policies` per severity (`levels: [{after: 0m, "
+        "notify: [oncall]}, ...]`, `repeat`, `repeat_after`, `ack_timeout`, "
+        "`working_hours_only`), `working_hours` (`timezone`, `days`, `start`, `end`, "
+        "`holidays`), `oncall` (rotation: `people`, `handover`, `every`, `start`), `vendor` "
+        "and `targets` (PagerDuty, webhook, WeCom, DingTalk, Feishu, e-mail). Defaults: the "
+        "seed's rules. See docs/escalation.md.",
+    )
+    worker_heartbeat: Duration = Field(
+        timedelta(seconds=5),
+        ge=timedelta(seconds=1),
+        description="How often a worker records that it is alive (`runbook-bot workers`).",
+    )
+    timers_late_after: Duration = Field(
+        timedelta(seconds=60),
+        ge=timedelta(seconds=5),
+        description="`/readyz` fails (check `timers`) and `runbook_bot_timers_late_seconds` "
+        "rises when an escalation timer is overdue by more than this: no worker fires them.",
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -426,7 +448,7 @@ def reference_markdown() -> str:
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)
         if isinstance(default, BaseModel):
-            shown = "see docs/bmc.md"
+            shown = "see docs/" + ("escalation.md" if name == "escalation" else "bmc.md")
         elif isinstance(default, timedelta):
             shown = format_duration(default)
         elif default is None:

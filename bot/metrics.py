@@ -17,13 +17,16 @@ from prometheus_client.registry import Collector
 from bot.errors import BotError
 
 CountsFn = Callable[[], dict[str, int]]
+HealthFn = Callable[[], tuple[float, float | None, dict[str, int]]]
+"""(seconds the most overdue timer is late, seconds since a worker's heartbeat, pages by
+state)."""
 
 # The `_created` series double every counter and no dashboard of ours reads them.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics:
-    def __init__(self, open_counts: CountsFn) -> None:
+    def __init__(self, open_counts: CountsFn, escalation: HealthFn | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "runbook_bot_http_requests",
@@ -44,6 +47,8 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_OpenIncidents(open_counts))
+        if escalation is not None:
+            self.registry.register(_Escalation(escalation))
 
 
 class _OpenIncidents(Collector):
@@ -62,6 +67,39 @@ class _OpenIncidents(Collector):
             return  # database down: report nothing rather than fail the scrape
         for severity, count in sorted(counts.items()):
             family.add_metric([severity], count)
+        yield family
+
+    def describe(self) -> Iterator[Any]:
+        return iter(())
+
+
+class _Escalation(Collector):
+    """Timer lateness, worker heartbeat age and page deliveries, read at scrape time."""
+
+    def __init__(self, figures: HealthFn) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            late, age, pages = self._figures()
+        except BotError:
+            return
+        yield GaugeMetricFamily(
+            "runbook_bot_timers_late_seconds",
+            "How late the most overdue escalation timer is (0: none overdue). Alert on > 60.",
+            value=late,
+        )
+        if age is not None:
+            yield GaugeMetricFamily(
+                "runbook_bot_worker_heartbeat_age_seconds",
+                "Seconds since the freshest worker heartbeat.",
+                value=age,
+            )
+        family = GaugeMetricFamily(
+            "runbook_bot_pages", "Page deliveries to targets, by state.", labels=["state"]
+        )
+        for state, count in sorted(pages.items()):
+            family.add_metric([state], count)
         yield family
 
     def describe(self) -> Iterator[Any]:

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from bot import migrations
+from bot import escalation, migrations
 from bot.alerts import ingest, webhook
 from bot.chat.slack.app import SlackApp
 from bot.clock import Clock
@@ -69,7 +69,16 @@ def build_app(
         with db.session() as session:
             return service.active_counts(session)
 
-    metrics = Metrics(open_counts)
+    def escalation_health() -> escalation.Health:
+        with db.session() as session:
+            return escalation.health.status(session, clock.now())
+
+    def escalation_figures() -> tuple[float, float | None, dict[str, int]]:
+        figures = escalation_health()
+        return figures.timers_late, figures.heartbeat_age, figures.pages
+
+    frozen = escalation.frozen_policy(settings)
+    metrics = Metrics(open_counts, escalation_figures)
     slots: list[anyio.CapacityLimiter] = []
 
     def ingest_slots() -> anyio.CapacityLimiter:
@@ -93,11 +102,12 @@ def build_app(
                 clock=clock,
                 reopen_window=settings.reopen_window,
                 catalog=catalog,
+                escalation=frozen,
             ),
             limiter=ingest_slots(),
         )
-        if result.runbook is not None and wake is not None:
-            wake()  # the worker proposes the first steps
+        if (result.runbook is not None or result.opened or result.reopened) and wake:
+            wake()  # the worker proposes the first steps and pages the first level
         if result.logged and wake_chat is not None:
             wake_chat()  # the card and its thread follow the log
         metrics.ingest_seconds.observe(elapsed())
@@ -202,15 +212,34 @@ def build_app(
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    async def readyz(_: Request) -> Response:
-        def check() -> None:
+    async def readyz(request: Request) -> Response:
+        """Ready when the database answers at the current schema and no escalation timer
+        is overdue by more than `timers_late_after`. `?exclude=timers` leaves the timers
+        out (for a readiness probe that must keep the webhook in service while the
+        workers are down: alert on the metric instead)."""
+        excluded = set(_csv(request.query_params.getlist("exclude")))
+
+        def check() -> str | None:
             db.ping()
             migrations.check(db)
+            if "timers" in excluded:
+                return None
+            late = escalation_health().timers_late
+            if late > settings.timers_late_after.total_seconds():
+                return (
+                    f"escalation timers are {late:.0f} s overdue: no worker is firing them; "
+                    "check that `runbook-bot worker` (or serve's worker) runs and reaches "
+                    "the database"
+                )
+            return None
 
         try:
-            await run_in_threadpool(check)
+            problem = await run_in_threadpool(check)
         except BotError as exc:
             return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+        if problem is not None:
+            body = {"status": "unavailable", "check": "timers", "reason": problem}
+            return JSONResponse(body, status_code=503)
         return JSONResponse({"status": "ready"})
 
     async def metrics_page(_: Request) -> Response:

@@ -37,11 +37,14 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from bot.actions import ActionContext, Outcome, execute, registry
 from bot.actions.types import Result
-from bot.clock import Clock
+from bot.clock import Clock, as_utc
 from bot.config import Settings
 from bot.db import Database
 from bot.durations import format_duration
 from bot.errors import BotError
+from bot.escalation import ladder, oncall
+from bot.escalation.health import beat
+from bot.escalation.ladder import ChatPager
 from bot.incidents import history, log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
@@ -51,6 +54,8 @@ from bot.runbooks.steps import StepState
 
 logger = logging.getLogger(__name__)
 S = StepState
+HANDOVER_CHECK = timedelta(seconds=10)
+"""How often a worker looks whether who is on call changed."""
 PROGRESS_EVERY = 5.0
 """Seconds between two progress reports of one running action that are recorded."""
 
@@ -78,6 +83,8 @@ class Worker:
         kube_factory: Callable[[], Any] | None = None,
         owner: str | None = None,
         wake: threading.Event | None = None,
+        chat: ChatPager | None = None,
+        wake_pagers: threading.Event | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -87,6 +94,12 @@ class Worker:
         self._wake = wake if wake is not None else threading.Event()
         """Set to look for work now (in `serve`'s worker process, by what the webhook
         writes to its wake pipe)."""
+        self.chat = chat
+        """Where Slack pages and hand-over summaries go (None: no chat configured)."""
+        self.wake_pagers = wake_pagers
+        self.started = clock.now()
+        self._beaten: datetime | None = None
+        self._handover_checked: datetime | None = None
 
     def wake(self) -> None:
         """Look for work now (an approval was committed)."""
@@ -105,14 +118,26 @@ class Worker:
                 logger.exception("worker %s: unexpected error; going on", self.owner)
                 worked = False
             if not worked:
-                self._wake.wait(poll)
+                self._wake.wait(self._idle(poll))
                 self._wake.clear()
         logger.info("worker %s stopped", self.owner)
+
+    def _idle(self, poll: float) -> float:
+        """How long to wait for work: the poll, or less when a timer comes due sooner."""
+        try:
+            with self.db.session() as session:
+                due = ladder.next_due(session)
+        except BotError:
+            return poll
+        if due is None:
+            return poll
+        return min(poll, max((as_utc(due) - self.clock.now()).total_seconds(), 0.0))
 
     def run_once(self) -> bool:
         """Reap expired leases, expire unapproved runs past their time, then claim and run
         one approved step that is due. True if it did work."""
-        swept = self.propose() + self.reap() + self.expire()
+        self.beat()
+        swept = self.propose() + self.reap() + self.expire() + self.fire() + self.hand_over()
         claim = self.claim()
         if claim is None:
             return swept > 0
@@ -161,6 +186,54 @@ class Worker:
                         "by hand.",
                         data={"error_id": error_id},
                     )
+
+    def beat(self) -> None:
+        """Record that this worker is alive, every `worker_heartbeat` at most."""
+        now = self.clock.now()
+        if self._beaten is not None and now - self._beaten < self.settings.worker_heartbeat:
+            return
+        with self.db.transaction() as session:
+            beat(session, self.owner, self.started, now)
+        self._beaten = now
+
+    def fire(self) -> int:
+        """Fire the escalation timers that are due, a batch per transaction; how many."""
+        count = 0
+        while True:
+            with self.db.transaction() as session:
+                fired = ladder.fire_due(
+                    session,
+                    self.clock.now(),
+                    self.settings,
+                    self.owner,
+                    self.chat,
+                    postgres=self.db.is_postgres,
+                )
+            count += len(fired.late)
+            if fired.late and self.wake_pagers is not None:
+                self.wake_pagers.set()
+            if len(fired.late) + fired.skipped < ladder.BATCH:
+                return count
+
+    def hand_over(self) -> int:
+        """Send the hand-over summary when who is on call changed (checked every
+        HANDOVER_CHECK); 1 when this worker took a hand-over."""
+        now = self.clock.now()
+        checked = self._handover_checked
+        if checked is not None and now - checked < HANDOVER_CHECK:
+            return 0
+        self._handover_checked = now
+        with self.db.transaction() as session:
+            handover = oncall.handover_due(session, self.settings, now, self.owner)
+            if handover is None:
+                return 0
+            logger.info("on-call hand-over: %s -> %s", handover.outgoing, handover.incoming)
+            if handover.announce and self.chat is not None:
+                text = oncall.summary(oncall.unclosed(session), handover, now)
+                for person in (handover.outgoing, handover.incoming):
+                    if person is not None and person.startswith("slack:"):
+                        self.chat.tell(session, person, text, now)
+            return 1
 
     def reap(self) -> int:
         """Mark running runs whose lease ran out interrupted; the engine re-proposes them."""

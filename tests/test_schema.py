@@ -17,6 +17,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 import bot.chat.models  # noqa: F401  (registers the tables)
+import bot.escalation.models  # noqa: F401
 import bot.incidents.models  # noqa: F401
 import bot.runbooks.models  # noqa: F401
 from bot import cli

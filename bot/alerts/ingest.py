@@ -20,7 +20,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 from sqlalchemy import Table, func, insert, select
 from sqlalchemy.exc import IntegrityError
@@ -30,6 +30,7 @@ from bot.alerts import grouping, staging
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 from bot.clock import Clock
 from bot.db import Database
+from bot.escalation import ladder
 from bot.incidents import log, service
 from bot.incidents.lifecycle import Severity, Status
 from bot.incidents.models import Alert, Incident
@@ -88,6 +89,7 @@ def ingest(
     clock: Clock,
     reopen_window: timedelta,
     catalog: Catalog | None = None,
+    escalation: dict[str, Any] | None = None,
 ) -> IngestResult:
     """Store one notification; return what it did. Retries on a lost uniqueness race.
 
@@ -95,6 +97,10 @@ def ingest(
     matches frozen onto it in the same transaction: a reference to the stored document and
     the facts rendered from the alert. Proposing the steps is left to the worker, woken
     after the commit, so the webhook stays cheap during an alert storm.
+
+    With `escalation` (the frozen policy, `escalation.service.frozen_policy`), an incident
+    that opens freezes it and arms its first escalation timer; one that reopens or is
+    raised to a higher severity starts its ladder again; one that resolves itself stops it.
     """
     loaded = catalog.match(_trigger(payload)[0]) if catalog is not None else None
     if loaded is not None:  # its own transaction, once per process; then a set lookup
@@ -104,7 +110,7 @@ def ingest(
             with db.transaction() as session:
                 if db.is_postgres:
                     _lock_group(session, group_hash(payload.group_key))
-                return _ingest(session, payload, clock.now(), reopen_window, loaded)
+                return _ingest(session, payload, clock.now(), reopen_window, loaded, escalation)
         except IntegrityError:
             if attempt == ATTEMPTS:
                 raise
@@ -164,6 +170,7 @@ def _ingest(
     now: datetime,
     window: timedelta,
     loaded: LoadedRunbook | None,
+    escalation: dict[str, Any] | None = None,
 ) -> IngestResult:
     digest = group_hash(payload.group_key)
     actor = log.Actor.alertmanager(payload.receiver)
@@ -196,7 +203,7 @@ def _ingest(
         for alert in payload.alerts
         if _apply(session, writes, incident, alert, known, now, actor, result)
     ]
-    _raise_severity(writes, incident, arrived, now, actor)
+    raised = _raise_severity(writes, incident, arrived, now, actor)
     if payload.truncated_alerts and payload.truncated_alerts != incident.truncated_alerts:
         incident.truncated_alerts = payload.truncated_alerts
         writes.entry(
@@ -215,6 +222,8 @@ def _ingest(
         result.resolved = _settle(session, writes, incident, now)
     elif result.new or result.refired:
         incident.alerts_cleared_at = None
+    if escalation is not None:
+        _escalate(session, incident, result, escalation, now, raised=raised)
     writes.flush_log(session)
     incident.updated_at = now
     result.logged = reopened or incident.log_seq > seq
@@ -322,12 +331,13 @@ def _raise_severity(
     arrived: list[Severity],
     now: datetime,
     actor: log.Actor,
-) -> None:
-    """Only alerts new to the incident can raise it; earlier ones were counted already."""
+) -> bool:
+    """Only alerts new to the incident can raise it; earlier ones were counted already.
+    Whether it did."""
     current = Severity(incident.severity)
     highest = max(arrived, key=lambda s: s.rank, default=current)
     if highest.rank <= current.rank:
-        return
+        return False
     incident.severity = highest
     writes.entry(
         incident,
@@ -337,6 +347,28 @@ def _raise_severity(
         summary=f"severity raised from {current.value} to {highest.value}",
         data={"from": current.value, "to": highest.value},
     )
+    return True
+
+
+def _escalate(
+    session: Session,
+    incident: Incident,
+    result: IngestResult,
+    frozen: dict[str, Any],
+    now: datetime,
+    *,
+    raised: bool,
+) -> None:
+    """Arm, restart or stop the incident's escalation for what this notification did."""
+    if result.opened:
+        if not result.resolved:
+            ladder.arm_new(session, incident.number, incident.severity, now, frozen)
+        return
+    if result.reopened or (raised and Status(incident.status) == Status.OPEN):
+        why = "reopened" if result.reopened else f"severity raised to {incident.severity}"
+        ladder.restart(session, incident, now, why, frozen)
+    if result.resolved:
+        ladder.stopped(session, incident, now, "its alerts cleared")
 
 
 def _settle(session: Session, writes: staging.Writes, incident: Incident, now: datetime) -> bool:

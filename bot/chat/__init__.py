@@ -23,3 +23,8 @@ class Chat(Protocol):
         """Call `person` (`slack:U0123ABC`, or a user-group id `slack:S0123`) to the
         incident: a mention in the card's thread and, for a person, a direct message."""
         ...
+
+    def tell(self, session: Session, person: str, text: str, now: datetime) -> None:
+        """A direct message to `person` (`slack:U0123ABC`) about no incident in
+        particular: the on-call hand-over summary."""
+        ...

@@ -147,3 +147,11 @@ class OutboxChat:
             incident=incident,
             now=now,
         )
+
+    def tell(self, session: Session, person: str, text: str, now: datetime) -> None:
+        """A direct message, paced with the channel's other messages."""
+        user = person.removeprefix("slack:")
+        enqueue(
+            session, channel=self.channel, kind=MESSAGE, payload={"text": text, "dm": user},
+            now=now,
+        )  # fmt: skip

@@ -70,27 +70,52 @@ def run_workers(
     wake: threading.Event | None = None,
     wake_chat: threading.Event | None = None,
 ) -> None:
-    """The worker (steps) until `stop`, and the Slack sender beside it when Slack is on."""
+    """The worker (steps, timers, hand-overs) until `stop`, the pagers that deliver pages
+    to the configured targets, and the Slack sender beside them when Slack is on."""
+    from bot.escalation import targets_from
+    from bot.escalation.pager import Pager
     from bot.worker import Worker
 
+    targets = targets_from(settings.escalation.targets)  # a missing secret fails now
+    threads: list[threading.Thread] = []
+    wake_pagers = threading.Event()
     with database(settings) as db:
-        sender = None
+        chat = None
         if settings.slack_enabled:
             from bot.chat import slack
+            from bot.chat.outbox import OutboxChat
             from bot.chat.slack.sender import SlackSender
 
-            chat = SlackSender(db, settings, SystemClock(), slack.api(settings))
-            sender = threading.Thread(
-                target=chat.run_forever,
-                args=(stop, wake_chat or threading.Event()),
-                name="slack-sender",
+            assert settings.slack_channel is not None  # settings demand it with a token
+            chat = OutboxChat(settings.slack_channel)
+            sender = SlackSender(db, settings, SystemClock(), slack.api(settings))
+            threads.append(
+                threading.Thread(
+                    target=sender.run_forever,
+                    args=(stop, wake_chat or threading.Event()),
+                    name="slack-sender",
+                )
             )
-            sender.start()
+        if targets:
+            for index in range(settings.escalation.pagers):
+                pager = Pager(db, SystemClock(), targets)
+                threads.append(
+                    threading.Thread(
+                        target=pager.run_forever,
+                        args=(stop, wake_pagers),
+                        name=f"pager-{index}",
+                        daemon=True,  # a page cut short is sent again by lease
+                    )
+                )
+        for thread in threads:
+            thread.start()
+        worker = Worker(db, settings, SystemClock(), wake=wake, chat=chat, wake_pagers=wake_pagers)
         try:
-            Worker(db, settings, SystemClock(), wake=wake).run_forever(stop)
+            worker.run_forever(stop)
         finally:
             stop.set()
+            wake_pagers.set()
             if wake_chat is not None:
                 wake_chat.set()
-            if sender is not None:
-                sender.join(timeout=settings.slack_timeout.total_seconds() + 5)
+            for thread in threads:
+                thread.join(timeout=settings.slack_timeout.total_seconds() + 5)

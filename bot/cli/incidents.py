@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from bot import escalation
 from bot.cli import common
 from bot.clock import SystemClock
 from bot.config import Settings
@@ -81,7 +82,7 @@ def _transition(
 
 
 def ack(args: argparse.Namespace, settings: Settings) -> int:
-    return _transition(args, settings, service.acknowledge, note=args.note)
+    return _transition(args, settings, escalation.acknowledge, note=args.note)
 
 
 def resolve(args: argparse.Namespace, settings: Settings) -> int:

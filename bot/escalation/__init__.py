@@ -1,22 +1,25 @@
-"""Paging targets: how the second line hears about an incident nobody acknowledged.
+"""Escalation: who is paged about an incident nobody handles, when, and how.
 
-The escalation engine (which decides *when* to page) builds a `Page` from an incident and
-calls `send` on each `Target` of the level it reached; each target turns the page into its
-service's wire format (PagerDuty Events API v2, a signed JSON webhook, WeCom / DingTalk /
-Feishu group robots, SMTP mail), retries what may succeed later, and returns a `Delivery`.
-Targets are built from settings by `targets_from`; no database and no chat here, so the
-engine and the worker wire them in (chat implements the same `Target` protocol for Slack).
+- `ladder`: each incident's timers (armed at opening, cancelled by acknowledgement,
+  silence and resolution, fired by the worker) and whom each level reaches.
+- `oncall`: the rotation, overrides and hand-overs.
+- `pager`: delivers queued pages to targets (PagerDuty Events API v2, a signed JSON
+  webhook, WeCom / DingTalk / Feishu group robots, SMTP mail); Slack pages go through chat.
+- `health`: worker heartbeats and how late the timers are (`/readyz`, `/metrics`).
+- `service`: acknowledge and silence with the timers, the policy a new incident freezes.
 """
 
 from bot.escalation.dingtalk import DingTalkTarget
 from bot.escalation.email import EmailTarget
 from bot.escalation.feishu import FeishuTarget
+from bot.escalation.health import Health
 from bot.escalation.pagerduty import PagerDutyTarget
 from bot.escalation.paging import Delivery, Event, Page, Retry, Severity, Target, deliver
-from bot.escalation.settings import TargetSettings
+from bot.escalation.service import acknowledge, frozen_policy, silence
 from bot.escalation.targets import targets_from
 from bot.escalation.webhook import WebhookTarget
 from bot.escalation.wecom import WeComTarget
+from bot.escalation_settings import TargetSettings
 
 __all__ = [
     "Delivery",
@@ -24,6 +27,7 @@ __all__ = [
     "EmailTarget",
     "Event",
     "FeishuTarget",
+    "Health",
     "Page",
     "PagerDutyTarget",
     "Retry",
@@ -32,6 +36,9 @@ __all__ = [
     "TargetSettings",
     "WeComTarget",
     "WebhookTarget",
+    "acknowledge",
     "deliver",
+    "frozen_policy",
+    "silence",
     "targets_from",
 ]

@@ -19,7 +19,9 @@ from bot.escalation.email import EmailTarget
 from bot.escalation.feishu import FeishuTarget
 from bot.escalation.pagerduty import PagerDutyTarget
 from bot.escalation.paging import Retry, Sleep, Target
-from bot.escalation.settings import (
+from bot.escalation.webhook import WebhookTarget
+from bot.escalation.wecom import WeComTarget
+from bot.escalation_settings import (
     DingTalkSettings,
     EmailSettings,
     FeishuSettings,
@@ -29,8 +31,6 @@ from bot.escalation.settings import (
     WeComSettings,
     read_secret,
 )
-from bot.escalation.webhook import WebhookTarget
-from bot.escalation.wecom import WeComTarget
 
 _settings = TypeAdapter(dict[str, TargetSettings])
 

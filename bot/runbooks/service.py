@@ -18,6 +18,7 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
 from bot.errors import ApprovalExpired
+from bot.escalation import ladder
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
@@ -179,8 +180,9 @@ def resolve(
     disposition: str | None,
     owner: str | None = None,
 ) -> tuple[Incident, list[StepRun]]:
-    """Resolve the incident and cancel its steps that have not started, in one
-    transaction: a resolved incident's steps never run afterwards. (The incidents room
+    """Resolve the incident, cancel its steps that have not started and stop its
+    escalation, in one transaction: a resolved incident's steps never run afterwards and
+    nobody is paged about it. (The incidents room
     cannot do this itself: runbooks sit above it.)"""
     with db.transaction() as session:
         now = clock.now()
@@ -193,4 +195,5 @@ def resolve(
         # resolved and refuses it).
         later = approvals.open_runs(session, number, skip_locked=True)
         runs += [run for run in later if run not in runs]
+        ladder.stopped(session, incident, now, f"resolved by {actor.name}")
         return incident, approvals.cancel_open(session, incident, runs, actor, now)

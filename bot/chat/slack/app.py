@@ -32,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot import escalation
 from bot.chat import cards, outbox
 from bot.chat.models import SlackRequest
 from bot.chat.slack import blocks
@@ -89,7 +90,7 @@ class SlackApp:
         self.app.action("incident.ack")(
             self._incident_button(
                 "acknowledge",
-                lambda s, n, actor, now: incidents.acknowledge(s, n, actor=actor, at=now),
+                lambda s, n, actor, now: escalation.acknowledge(s, n, actor=actor, at=now),
             )
         )
         self.app.action("incident.own")(
@@ -279,7 +280,7 @@ class SlackApp:
             return blocks.ephemeral(_no_role(verb))
         actor = _actor(user)
         if verb == "ack":
-            self._in_tx(lambda s, at: incidents.acknowledge(s, number, actor=actor, at=at))
+            self._in_tx(lambda s, at: escalation.acknowledge(s, number, actor=actor, at=at))
             self.wake()
             return blocks.ephemeral(f"INC-{number} acknowledged")
         if verb == "owner":

@@ -199,7 +199,7 @@ class SlackSender:
             return self._page(session, row, d, now)
         payload = row.payload
         d.text, d.blocks = str(payload.get("text", "")), list(payload.get("blocks") or [])
-        d.user, d.ts = payload.get("user"), payload.get("thread_ts")
+        d.user, d.ts = payload.get("user") or payload.get("dm"), payload.get("thread_ts")
         return d
 
     def _thread(
@@ -289,6 +289,8 @@ class SlackSender:
             assert d.user is not None
             self.api.ephemeral(d.channel, d.user, d.text, d.blocks)
             return None
+        if d.kind == outbox.MESSAGE and d.user is not None:  # a direct message
+            return self.api.post(self.api.open_dm(d.user), d.text, d.blocks)
         return self.api.post(d.channel, d.text, d.blocks, thread_ts=d.ts)
 
     def _sent(self, d: Delivery, ts: str | None) -> None:

@@ -1,0 +1,54 @@
+"""Escalation as plain functions for the rooms above: acknowledge and silence an incident
+with its timers, and the policy a new incident freezes.
+
+Resolving stops the ladder too; `runbooks.service.resolve` (which also cancels the steps)
+and ingest (an incident that resolved itself) call `ladder.stopped` in their transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from bot.config import Settings
+from bot.errors import TransitionRefused
+from bot.escalation import ladder
+from bot.incidents import log
+from bot.incidents import service as incidents
+from bot.incidents.models import Incident
+
+MAX_SILENCE = timedelta(days=7)
+_frozen: list[tuple[object, dict[str, Any]]] = []
+
+
+def frozen_policy(settings: Settings) -> dict[str, Any]:
+    """What an incident opening now freezes (computed once per settings object)."""
+    if not _frozen or _frozen[0][0] is not settings.escalation:
+        _frozen[:] = [(settings.escalation, settings.escalation.frozen())]
+    return _frozen[0][1]
+
+
+def acknowledge(
+    session: Session, number: int, *, actor: log.Actor, at: datetime, note: str | None = None
+) -> Incident:
+    """Acknowledge the incident and stop its ladder in the same transaction; its
+    acknowledgement timeout starts. A repeat changes nothing."""
+    incident = incidents.get(session, number, lock=True)
+    if incident.status == "acknowledged":
+        return incident
+    incidents.acknowledge(session, number, actor=actor, at=at, note=note)
+    ladder.acknowledged(session, incident, actor, at)
+    return incident
+
+
+def silence(
+    session: Session, number: int, length: timedelta, *, actor: log.Actor, at: datetime
+) -> Incident:
+    """Page nobody about the incident for `length` (1m to 7d); then its ladder resumes."""
+    if not timedelta(minutes=1) <= length <= MAX_SILENCE:
+        raise TransitionRefused("silence an incident for 1m to 7d, e.g. 2h")
+    incident = incidents.get(session, number, lock=True)
+    ladder.silence(session, incident, at + length, actor, at)
+    return incident

@@ -341,7 +341,8 @@ def _fire(
             _note(session, incident, now, "escalation.resumed", quiet)
             return
     level = min(timer.level, len(ladder.levels) - 1)
-    paging = recipients(ladder.levels[level].notify, policy, settings, session, now)
+    notify = ladder.levels[level].notify
+    paging = recipients(notify, policy, settings, session, now, has_chat=chat is not None)
     if timer.kind == "ack":
         owner = incident.owner
         if owner and owner not in paging.chat:
@@ -434,9 +435,12 @@ def recipients(
     settings: Settings,
     session: Session,
     now: datetime,
+    *,
+    has_chat: bool = True,
 ) -> Paging:
     """Resolve a level's `notify` entries: the on-call of the moment, role holders (live
-    settings: who holds a role is not frozen), people, user groups and targets."""
+    settings: who holds a role is not frozen), people, user groups and targets.
+    `has_chat`: whether this worker has a chat surface to page people through."""
     chat: list[str] = []
     targets: list[str] = []
     unreachable: list[str] = []
@@ -446,6 +450,8 @@ def recipients(
             unreachable.append(f"{who} ({why}: no chat address; write people as slack:U…)")
         elif not settings.slack_enabled:
             unreachable.append(f"{who} (Slack is not configured)")
+        elif not has_chat:
+            unreachable.append(f"{who} (this worker was started without chat)")
         elif who not in chat:
             chat.append(who)
 

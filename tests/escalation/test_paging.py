@@ -257,8 +257,10 @@ def test_settings_errors_name_the_setting_but_never_the_value(
 
 def test_public_names_match_all() -> None:
     public = {name for name in vars(escalation) if not name.startswith("_")}
-    modules = {"dingtalk", "email", "feishu", "health", "http", "ladder", "models", "oncall",
-               "pagerduty", "paging", "service", "targets", "webhook", "wecom"}  # fmt: skip
+    modules = {
+        "dingtalk", "email", "feishu", "health", "http", "ladder", "models", "oncall",
+        "pager", "pagerduty", "paging", "service", "targets", "webhook", "wecom",
+    }  # fmt: skip
     assert set(escalation.__all__) == public - modules
 
 

@@ -6,7 +6,7 @@ order."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import httpx
@@ -76,19 +76,25 @@ def test_workers_beat_at_most_every_heartbeat_interval(db: Database, clock: Froz
         assert health.status(session, clock.now()).heartbeat_age == 0.0
 
 
-@pytest.mark.postgres
-def test_an_ack_holding_the_incident_makes_the_timer_wait_not_deadlock(
-    pg_url: str, clock: FrozenClock
-) -> None:
+@pytest.fixture
+def pg(pg_url: str, clock: FrozenClock) -> Iterator[EscRig]:
     db = Database(pg_url)
     try:
-        rig = EscRig(db, clock)
-        number = rig.open("critical")
-        rig.at(0)
-        rig.at(14)
-        # Someone is acknowledging: the incident row is locked, the commit not yet done.
-        acking = db.transaction()
-        session = acking.__enter__()
+        yield EscRig(db, clock)
+    finally:
+        db.dispose()
+
+
+@pytest.mark.postgres
+def test_an_ack_holding_the_incident_makes_the_timer_wait_not_deadlock(
+    pg: EscRig, clock: FrozenClock
+) -> None:
+    rig, db = pg, pg.db
+    number = rig.open("critical")
+    rig.at(0)
+    rig.at(14)
+    # Someone is acknowledging: the incident row is locked, the commit not yet done.
+    with db.transaction() as session:
         incidents.get(session, number, lock=True)
         clock.advance(timedelta(minutes=1, seconds=1))  # level 2 is due now
         fired: list[int] = []
@@ -96,36 +102,25 @@ def test_an_ack_holding_the_incident_makes_the_timer_wait_not_deadlock(
         firing.start()
         firing.join(timeout=10)
         assert not firing.is_alive() and fired == [0]  # passed over, not waited for
-        escalation.acknowledge(session, number, actor=log.Actor.human("slack:U0ALICE"),
-                               at=clock.now())  # fmt: skip
-        acking.__exit__(None, None, None)
-        assert rig.worker.fire() == 0  # the acknowledgement cancelled it
-        kinds = [e.type for e in rig.entries(number) if e.type.startswith(("escalation", "inc"))]
-        assert kinds[-2:] == ["escalation.paged", "incident.acknowledged"]
-        assert rig.page_minutes(number) == [0]
-    finally:
-        db.dispose()
+        actor = log.Actor.human("slack:U0ALICE")
+        escalation.acknowledge(session, number, actor=actor, at=clock.now())
+    assert rig.worker.fire() == 0  # the acknowledgement cancelled it
+    kinds = [e.type for e in rig.entries(number) if e.type.startswith(("escalation", "inc"))]
+    assert kinds[-2:] == ["escalation.paged", "incident.acknowledged"]
+    assert rig.page_minutes(number) == [0]
 
 
 @pytest.mark.postgres
-def test_a_page_that_won_the_race_comes_before_the_ack_in_the_log(
-    pg_url: str, clock: FrozenClock
-) -> None:
-    db = Database(pg_url)
-    try:
-        rig = EscRig(db, clock)
-        number = rig.open("critical")
-        rig.at(0)
-        rig.at(15)  # level 2 fires and commits ...
-        rig.ack(number)  # ... then the acknowledgement lands
-        with db.session() as session:
-            types = session.scalars(
-                select(LogEntry.type)
-                .where(LogEntry.incident_number == number)
-                .order_by(LogEntry.seq)
-            ).all()
-        tail = [t for t in types if t in ("escalation.paged", "incident.acknowledged")]
-        assert tail == ["escalation.paged", "escalation.paged", "incident.acknowledged"]
-        assert rig.pending(number)[0].kind == "ack"
-    finally:
-        db.dispose()
+def test_a_page_that_won_the_race_comes_before_the_ack_in_the_log(pg: EscRig) -> None:
+    rig, db = pg, pg.db
+    number = rig.open("critical")
+    rig.at(0)
+    rig.at(15)  # level 2 fires and commits ...
+    rig.ack(number)  # ... then the acknowledgement lands
+    with db.session() as session:
+        types = session.scalars(
+            select(LogEntry.type).where(LogEntry.incident_number == number).order_by(LogEntry.seq)
+        ).all()
+    tail = [t for t in types if t in ("escalation.paged", "incident.acknowledged")]
+    assert tail == ["escalation.paged", "escalation.paged", "incident.acknowledged"]
+    assert rig.pending(number)[0].kind == "ack"

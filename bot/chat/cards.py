@@ -13,8 +13,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.actions import registry
-from bot.chat.views import CardView, LogLine, StepView
+from bot.chat.views import CardView, EscalationView, LogLine, StepView
 from bot.errors import BotError
+from bot.escalation import ladder
 from bot.incidents import service as incidents
 from bot.incidents.models import Alert, LogEntry
 from bot.runbooks import service as runbooks
@@ -54,6 +55,25 @@ def card(session: Session, number: int, now: datetime) -> CardView:
         alert_names=tuple(name for name, _ in names.most_common()),
         nodes=_nodes(alerts),
         disposition=incident.disposition,
+        escalation=escalation(session, number),
+    )
+
+
+def escalation(session: Session, number: int) -> EscalationView | None:
+    """Where the incident's escalation stands; None when its severity never pages."""
+    standing = ladder.standing(session, number)
+    if standing is None:
+        return None
+    return EscalationView(
+        level=standing.level + 1,
+        levels=standing.levels,
+        round=standing.round + 1,
+        paged_at=standing.paged_at,
+        next_kind=standing.next_kind,
+        next_at=standing.next_at,
+        next_level=None if standing.next_level is None else standing.next_level + 1,
+        silenced_until=standing.silenced_until,
+        working_hours_only=standing.working_hours_only,
     )
 
 

@@ -49,6 +49,27 @@ class StepView:
 
 
 @dataclass(frozen=True)
+class EscalationView:
+    """Where the incident's escalation stands, for one line of its card. Levels are
+    numbered from 1 here, as people count them."""
+
+    level: int
+    """The level paged last (1 = the first); 0 when nobody has been paged yet."""
+    levels: int
+    round: int = 1
+    """Which time round the ladder (1 = the first climb)."""
+    paged_at: datetime | None = None
+    next_kind: str | None = None
+    """`level` (the next rung), `ack` (acknowledged: the re-page), `resume` (silenced: the
+    ladder resumes) or None (no timer is pending)."""
+    next_at: datetime | None = None
+    next_level: int | None = None
+    silenced_until: datetime | None = None
+    working_hours_only: bool = False
+    """The ladder pages only in working hours (the next page waits for them)."""
+
+
+@dataclass(frozen=True)
 class CardView:
     """One incident's card."""
 
@@ -81,6 +102,8 @@ class CardView:
     disposition: str | None = None
     url: str | None = None
     """A link to the incident (the console page), when the bot knows its public URL."""
+    escalation: EscalationView | None = None
+    """None when the incident's severity never pages (or it predates escalation)."""
 
     @property
     def active(self) -> bool:

@@ -1,5 +1,6 @@
 """The `runbook-bot` command: serve, migrate, look at and move incidents, verify logs,
-validate runbooks, decide on and run their steps.
+validate runbooks, decide on and run their steps, silence paging, see and take on-call,
+check the workers.
 
 Exit codes: 0 done; 1 the operation failed or was refused (the message says why);
 2 bad usage or invalid settings.
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from bot import __version__
 from bot.cli import actions as action_commands
 from bot.cli import common
+from bot.cli import escalation as escalation_commands
 from bot.cli import incidents as incident_commands
 from bot.cli import runbooks as runbook_commands
 from bot.cli import server as server_commands
@@ -89,8 +91,8 @@ def _parser() -> argparse.ArgumentParser:
 
     incidents = commands.add_parser(
         "incidents",
-        help="list, show, acknowledge and resolve incidents",
-        description="List, show, acknowledge, resolve, reopen and close incidents.",
+        help="list, show, acknowledge, silence and resolve incidents",
+        description="List, show, acknowledge, silence, resolve, reopen and close incidents.",
     )
     inc = incidents.add_subparsers(title="commands", metavar="COMMAND", required=True)
     lst = inc.add_parser(
@@ -148,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
         if name == "resolve":
             cmd.add_argument("--owner", help="owner of the incident (default: you)")
         cmd.set_defaults(handler=handler)
+    escalation_commands.add_silence(inc)
 
     log_cmd = commands.add_parser(
         "log", help="the incident log", description="The append-only incident log."
@@ -213,6 +216,7 @@ def _parser() -> argparse.ArgumentParser:
     schema.set_defaults(handler=runbook_commands.print_schema)
 
     step_commands.add_commands(commands)
+    escalation_commands.add_commands(commands)
 
     sim = commands.add_parser(
         "sim",

@@ -22,10 +22,12 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from bot.cli.worker_process import WorkerProcess
+    from bot.escalation import targets_from
     from bot.runbooks import catalog as catalogs
     from bot.web import build_app
 
     runbooks = catalogs.load(settings)  # once per process; invalid runbooks stop the start
+    targets_from(settings.escalation.targets)  # a target's missing secret stops it too
     with common.database(settings, migrated=False) as db:
         if settings.is_sqlite:
             migrations.upgrade(db)

@@ -25,6 +25,7 @@ from typing import Any, Literal, Protocol, cast
 from sqlalchemy import Table, insert, select, update
 from sqlalchemy.orm import Session
 
+from bot.clock import as_utc
 from bot.config import Settings
 from bot.durations import format_duration
 from bot.errors import TransitionRefused
@@ -181,9 +182,13 @@ def acknowledged(session: Session, incident: Incident, actor: log.Actor, now: da
     if row is None:
         return
     ladder = frozen_of(row).policies.get(cast(Any, row.severity))
-    if ladder is not None and ladder.ack_timeout is not None and row.silenced_until is None:
-        _arm(session, incident.number, "ack", row.round, max(row.level, 0),
-             now + ladder.ack_timeout, now)  # fmt: skip
+    level = max(row.level, 0)
+    if row.silenced_until is not None and as_utc(row.silenced_until) > now:
+        # Silenced: the silence still ends when it was set to; its end arms the timeout.
+        _arm(session, incident.number, "resume", row.round, level, row.silenced_until, now)
+    elif ladder is not None and ladder.ack_timeout is not None:
+        row.silenced_until = None
+        _arm(session, incident.number, "ack", row.round, level, now + ladder.ack_timeout, now)
     _follow_up(session, incident, "acknowledge", now, f"acknowledged by {actor.name}")
 
 
@@ -492,7 +497,9 @@ class Standing:
     next_kind: str | None
     next_at: datetime | None
     next_level: int | None
+    next_round: int | None
     silenced_until: datetime | None
+    working_hours_only: bool
 
 
 def standing(session: Session, number: int) -> Standing | None:
@@ -515,7 +522,9 @@ def standing(session: Session, number: int) -> Standing | None:
         next_kind=timer.kind if timer else None,
         next_at=timer.due_at if timer else None,
         next_level=timer.level if timer else None,
+        next_round=timer.round if timer else None,
         silenced_until=row.silenced_until,
+        working_hours_only=ladder.working_hours_only,
     )
 
 

@@ -75,6 +75,12 @@ def current(session: Session, settings: Settings, now: datetime) -> OnCall:
     return OnCall(None, "nobody", None, None)
 
 
+def following(session: Session, settings: Settings, now: datetime) -> OnCall | None:
+    """Who is on call when the current on-call's time ends (None: it does not end)."""
+    ends = current(session, settings, now).until
+    return current(session, settings, ends) if ends is not None else None
+
+
 def paged(session: Session, settings: Settings, now: datetime) -> list[str]:
     """Whom `oncall` pages now: the on-call person, else every responder."""
     who = current(session, settings, now)

@@ -314,3 +314,23 @@ def test_every_timer_fires_once_per_pass(rig: EscRig) -> None:
         rows = session.scalars(select(IncidentEscalation.level)).all()
     assert sorted(set(rows)) == [0]
     assert all(len(rig.pages(n)) == 1 for n in numbers)
+
+
+def test_acknowledging_a_silenced_incident_keeps_the_silence_then_times_out(
+    rig: EscRig,
+) -> None:
+    number = rig.open("critical")
+    rig.at(0)
+    rig.at(10)
+    rig.silence(number, timedelta(hours=1))  # until minute 70
+    rig.at(20)
+    rig.ack(number)
+    (pending,) = rig.pending(number)
+    assert pending.kind == "resume" and rig.minute(pending.due_at) == 70
+    rig.walk(99)
+    assert rig.page_minutes(number) == [0]
+    (resumed,) = rig.entries(number, "escalation.resumed")
+    assert rig.minute(resumed.at) == 70 and "acknowledged" in resumed.summary
+    rig.at(100)  # the acknowledgement timeout, counted from the silence's end
+    assert rig.page_minutes(number) == [0, 100]
+    assert rig.pages(number)[-1].data["kind"] == "ack"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from slack_bolt import Ack, App, BoltRequest, BoltResponse
@@ -41,7 +41,9 @@ from bot.chat.slack.people import Roles, person
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database, insert_new
+from bot.durations import format_duration, parse_duration
 from bot.errors import BotError
+from bot.escalation import oncall
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import ACTIVE_STATUSES
@@ -54,7 +56,9 @@ REPLAY_WINDOW_S = 600
 """Signatures are kept this long: twice Slack's 300 s window, so none is forgotten early."""
 USAGE = (
     "`/incident list` open incidents · `/incident show INC-7` · `/incident ack INC-7` · "
-    "`/incident owner INC-7 @user` · `/incident resolve INC-7 what was done`"
+    "`/incident owner INC-7 @user` · `/incident resolve INC-7 what was done` · "
+    "`/incident silence INC-7 2h` · `/incident oncall` who is on call · "
+    "`/incident oncall @user [12h]` take the pager"
 )
 REF = re.compile(r"^(?:INC-)?(\d{1,9})$", re.IGNORECASE)
 MENTION = re.compile(r"^<@([A-Z0-9]+)(?:\|[^>]*)?>$")
@@ -267,7 +271,9 @@ class SlackApp:
                 found = incidents.list_incidents(session, status=ACTIVE_STATUSES, limit=50)
                 views = [cards.card(session, i.number, now) for i in found]
             return blocks.incident_list(views)
-        if verb not in ("show", "ack", "resolve", "owner"):
+        if verb == "oncall":
+            return self._oncall(args, user, now)
+        if verb not in ("show", "ack", "resolve", "owner", "silence"):
             return blocks.ephemeral(USAGE)
         if not args or not REF.match(args[0]):
             return blocks.ephemeral(f"which incident? e.g. `/incident {verb} INC-7`\n{USAGE}")
@@ -295,10 +301,53 @@ class SlackApp:
             self._in_tx(lambda s, at: incidents.assign_owner(s, number, owner, actor=actor, at=at))
             self.wake()
             return blocks.ephemeral(f"INC-{number} is owned by {owner}")
+        if verb == "silence":
+            length = _duration(args[1:], f"/incident silence INC-{number} 2h")
+            self._in_tx(lambda s, at: escalation.silence(s, number, length, actor=actor, at=at))
+            self.wake()
+            until = now + length
+            day = "%H:%M" if until.date() == now.date() else "%a %H:%M"
+            return blocks.ephemeral(
+                f"INC-{number}: nobody is paged for {format_duration(length)}, until "
+                f"{until.strftime(day)} UTC; then its escalation resumes"
+            )
         note = " ".join(args[1:]).strip() or None
         runbooks.resolve(self.db, number, actor=actor, clock=self.clock, disposition=note)
         self.wake()
         return blocks.ephemeral(f"INC-{number} resolved")
+
+    def _oncall(
+        self, args: list[str], user: dict[str, str], now: datetime
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """`/incident oncall`: who is on call and who is next; with `@user [12h]`, make
+        that user the on-call (anyone with a role may)."""
+        if not args:
+            with self.db.session() as session:
+                return blocks.ephemeral(on_call_text(session, self.settings, now))
+        mention = MENTION.match(args[0])
+        if mention is None:
+            return blocks.ephemeral(
+                "name the new on-call as a mention: `/incident oncall @user [12h]`"
+            )
+        if not self.roles.of(user["id"]):
+            # No incident's log to write it to: the bot's log keeps the refusal.
+            logger.warning(
+                "refused /incident oncall from %s (@%s): no role", person(user["id"]), user["name"]
+            )
+            return blocks.ephemeral(
+                "you need the responder role to change who is on call; ask an admin to add "
+                "you to the on-call user group"
+            )
+        who = person(mention.group(1))
+        length = _duration(args[1:], "/incident oncall @user 12h") if args[1:] else None
+        actor = _actor(user)
+        with self.db.transaction() as session:
+            override = oncall.take(session, self.settings, who, actor.id, self.clock.now(), length)
+        self.wake()
+        return blocks.ephemeral(
+            f"{who} is on call until {override.ends_at:%Y-%m-%d %H:%M} UTC (set by {actor.id}); "
+            "the hand-over summary follows by direct message"
+        )
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -410,6 +459,31 @@ def _number(body: dict[str, Any]) -> int | None:
 def _input(view: dict[str, Any], block: str) -> str:
     values = (view.get("state") or {}).get("values") or {}
     return str(((values.get(block) or {}).get("text") or {}).get("value") or "").strip()
+
+
+def on_call_text(session: Session, settings: Settings, now: datetime) -> str:
+    """Who is on call now (and from where, until when), and who comes after."""
+    now_on = oncall.current(session, settings, now)
+    if now_on.person is None:
+        text = "Nobody is on call (no rotation, no override): pages go to the responders."
+    else:
+        text = f"On call now: {now_on.person} ({now_on.source}"
+        text += f", until {now_on.until:%a %Y-%m-%d %H:%M} UTC)" if now_on.until else ")"
+    after = oncall.following(session, settings, now)
+    if after is not None and after.person is not None:
+        text += f"\nNext: {after.person} ({after.source}"
+        text += f", until {after.until:%a %Y-%m-%d %H:%M} UTC)" if after.until else ")"
+    return text
+
+
+def _duration(args: list[str], example: str) -> timedelta:
+    """The duration in `args` (one word, like `2h`); BotError says the form if it is not."""
+    if len(args) != 1:
+        raise BotError(f"how long? e.g. `{example}`")
+    try:
+        return parse_duration(args[0])
+    except ValueError as exc:
+        raise BotError(f"{exc}; e.g. `{example}`") from None
 
 
 def _no_role(what: str) -> str:

@@ -54,6 +54,9 @@ from bot.runbooks.steps import StepState
 
 logger = logging.getLogger(__name__)
 S = StepState
+IDLE_FLOOR = 0.05
+"""Seconds an idle worker waits at least: timers due a moment apart fire as one batch, and
+one due but held elsewhere (its incident locked) is not polled in a tight loop."""
 HANDOVER_CHECK = timedelta(seconds=10)
 """How often a worker looks whether who is on call changed."""
 PROGRESS_EVERY = 5.0
@@ -100,6 +103,7 @@ class Worker:
         self.started = clock.now()
         self._beaten: datetime | None = None
         self._handover_checked: datetime | None = None
+        self._swept: datetime | None = None
 
     def wake(self) -> None:
         """Look for work now (an approval was committed)."""
@@ -131,13 +135,20 @@ class Worker:
             return poll
         if due is None:
             return poll
-        return min(poll, max((as_utc(due) - self.clock.now()).total_seconds(), 0.0))
+        until = (as_utc(due) - self.clock.now()).total_seconds()
+        return min(poll, max(until, IDLE_FLOOR))
 
     def run_once(self) -> bool:
-        """Reap expired leases, expire unapproved runs past their time, then claim and run
-        one approved step that is due. True if it did work."""
+        """Propose new runbooks' steps and fire due timers; reap expired leases and expire
+        unapproved runs past their time (at most every `worker_poll`: their deadlines are
+        minutes long); then claim and run one approved step that is due. True if it did
+        work."""
         self.beat()
-        swept = self.propose() + self.reap() + self.expire() + self.fire() + self.hand_over()
+        swept = self.propose() + self.fire()
+        now = self.clock.now()
+        if self._swept is None or now - self._swept >= self.settings.worker_poll:
+            self._swept = now
+            swept += self.reap() + self.expire() + self.hand_over()
         claim = self.claim()
         if claim is None:
             return swept > 0
@@ -212,7 +223,9 @@ class Worker:
             count += len(fired.late)
             if fired.late and self.wake_pagers is not None:
                 self.wake_pagers.set()
-            if len(fired.late) + fired.skipped < ladder.BATCH:
+            # A short batch was the last; one whose incidents were all held elsewhere is
+            # left for the next pass rather than selected again at once.
+            if not fired.late or len(fired.late) + fired.skipped < ladder.BATCH:
                 return count
 
     def hand_over(self) -> int:

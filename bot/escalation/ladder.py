@@ -1,7 +1,9 @@
 """The escalation ladder: arm, fire and stop the timers of one incident.
 
 Every function works in the caller's transaction, so a timer is armed, replaced or
-cancelled together with the change that caused it: an incident opens (ingest arms its first
+cancelled together with the change that caused it (rows are written with Core statements
+on the session's connection: no autoflush of the caller's pending ORM changes, which ingest
+writes in bulk itself): an incident opens (ingest arms its first
 level), is acknowledged (the ladder stops; an acknowledgement timeout is armed), silenced,
 resolved, reopened or raised to a higher severity (its ladder starts again).
 
@@ -17,9 +19,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, Literal, Protocol, cast
 
 from sqlalchemy import Table, insert, select, update
@@ -83,7 +86,7 @@ def arm_new(
 ) -> datetime | None:
     """Freeze the policy onto an incident that just opened and arm its first level; when
     it will page (None: its severity never pages). Two inserts: ingest calls this."""
-    session.execute(
+    session.connection().execute(
         insert(_LADDERS).values(
             incident_number=number,
             policy=frozen,
@@ -133,7 +136,7 @@ def _arm(
     session: Session, number: int, kind: Kind, round_: int, level: int, due: datetime,
     now: datetime,
 ) -> None:  # fmt: skip
-    session.execute(
+    session.connection().execute(
         insert(_TIMERS).values(
             incident_number=number,
             kind=kind,
@@ -165,7 +168,7 @@ def next_level(ladder: Policy, round_: int, level: int) -> tuple[int, int, timed
 
 def _cancel(session: Session, number: int, now: datetime, reason: str) -> int:
     """Cancel the incident's pending timer; how many (0 or 1)."""
-    result = session.execute(
+    result = session.connection().execute(
         update(_TIMERS)
         .where(_TIMERS.c.incident_number == number, _TIMERS.c.state == "pending")
         .values(state="cancelled", cancelled_at=now, note=reason[:500])
@@ -244,7 +247,7 @@ def _queue_page(
     session: Session, number: int, timer: int | None, target: str, event: str, level: int,
     text: str, now: datetime,
 ) -> None:  # fmt: skip
-    session.execute(
+    session.connection().execute(
         insert(_PAGES).values(
             incident_number=number,
             timer_id=timer,
@@ -292,7 +295,9 @@ def fire_due(
     postgres: bool,
     limit: int = BATCH,
 ) -> Fired:
-    """Fire up to `limit` due timers in the caller's transaction."""
+    """Fire up to `limit` due timers in the caller's transaction: a few statements for
+    the whole batch (the timers, their incidents, their ladders; who is on call, once),
+    and its writes flushed together at commit."""
     stmt = (
         select(EscalationTimer)
         .where(EscalationTimer.state == "pending", EscalationTimer.due_at <= now)
@@ -302,29 +307,45 @@ def fire_due(
     if postgres:
         stmt = stmt.with_for_update(skip_locked=True)
     fired = Fired()
-    for timer in session.scalars(stmt).all():
-        query = select(Incident).where(Incident.number == timer.incident_number)
-        if postgres:
-            query = query.with_for_update(skip_locked=True)
-        incident = session.scalars(query).first()
-        if incident is None:  # held by an acknowledgement or ingest: the next pass
-            fired.skipped += 1
-            continue
+    timers = session.scalars(stmt).all()
+    if not timers:
+        return fired
+    numbers = {timer.incident_number for timer in timers}
+    query = select(Incident).where(Incident.number.in_(numbers))
+    if postgres:  # one held by an acknowledgement or ingest is left for the next pass
+        query = query.with_for_update(skip_locked=True)
+    held = {incident.number: incident for incident in session.scalars(query)}
+    rows = {
+        row.incident_number: row
+        for row in session.scalars(
+            select(IncidentEscalation).where(IncidentEscalation.incident_number.in_(held))
+        )
+    }
+    firing = [timer for timer in timers if timer.incident_number in held]
+    fired.skipped = len(timers) - len(firing)
+    for timer in firing:
         timer.state, timer.fired_at, timer.fired_by = "fired", now, owner
         fired.late.append((now - timer.due_at).total_seconds())
-        _fire(session, incident, timer, now, settings, chat)
+    session.flush()  # one UPDATE; the next timers each arms must not meet these pending
+    on_call = cache(lambda: oncall.paged(session, settings, now))
+    with session.no_autoflush:
+        for timer in firing:
+            incident = held[timer.incident_number]
+            _fire(session, incident, rows.get(incident.number), timer, now, settings, chat,
+                  on_call)  # fmt: skip
     return fired
 
 
 def _fire(
     session: Session,
     incident: Incident,
+    row: IncidentEscalation | None,
     timer: EscalationTimer,
     now: datetime,
     settings: Settings,
     chat: ChatPager | None,
+    on_call: Callable[[], list[str]],
 ) -> None:
-    row = session.get(IncidentEscalation, incident.number)
     status = Status(incident.status)
     if row is None or status not in _FIRES_WHILE[timer.kind]:
         # Acknowledging, resolving and silencing cancel timers; this is only a safety net.
@@ -347,7 +368,9 @@ def _fire(
             return
     level = min(timer.level, len(ladder.levels) - 1)
     notify = ladder.levels[level].notify
-    paging = recipients(notify, policy, settings, session, now, has_chat=chat is not None)
+    paging = recipients(
+        notify, policy, settings, session, now, has_chat=chat is not None, on_call=on_call
+    )
     if timer.kind == "ack":
         owner = incident.owner
         if owner and owner not in paging.chat:
@@ -442,6 +465,7 @@ def recipients(
     now: datetime,
     *,
     has_chat: bool = True,
+    on_call: Callable[[], list[str]] | None = None,
 ) -> Paging:
     """Resolve a level's `notify` entries: the on-call of the moment, role holders (live
     settings: who holds a role is not frozen), people, user groups and targets.
@@ -462,7 +486,7 @@ def recipients(
 
     for entry in notify:
         if entry == "oncall":
-            for who in oncall.paged(session, settings, now):
+            for who in on_call() if on_call else oncall.paged(session, settings, now):
                 person(who, "on call")
         elif entry == "vendor":
             if not policy.vendor:

@@ -10,11 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.cli import main
 from bot.clock import FrozenClock
 from bot.config import Settings, load_settings
 from bot.db import Database
 from tests.support import server
+from tests.support.cli import Run
 from tests.support.databases import Templates, backends, fresh_database
+from tests.support.payloads import fixture
 
 
 @pytest.fixture(scope="session")
@@ -85,6 +88,36 @@ def serve(db: Database, clock: FrozenClock, db_url: str) -> Iterator[Callable[..
 @pytest.fixture
 def client(serve: Callable[..., httpx.Client]) -> httpx.Client:
     return serve()
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Run:
+    """Run the CLI in-process with these arguments; return (exit code, stdout, stderr)."""
+
+    def invoke(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return invoke
+
+
+@pytest.fixture
+def on_db(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point the CLI at the test's database."""
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", db_url)
+    return db_url
+
+
+@pytest.fixture
+def inc1(client: httpx.Client, on_db: str) -> int:
+    """INC-1 (critical), opened by the recorded XID 79 firing notification through the live
+    server."""
+    response = client.post("/webhooks/alertmanager", json=fixture("xid79-firing.json"))
+    assert response.status_code == 200, response.text
+    assert response.json()["incident"] == "INC-1"
+    return 1
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -7,50 +7,18 @@ files, as they would from a shell; incidents come in through the real webhook.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 
 from bot import __version__, migrations
 from bot.cli import main
 from bot.db import Database
 from bot.incidents import service
-from tests.support.payloads import fixture
+from tests.support.cli import Run
 from tests.support.rows import counts, log_types, verifies
 
-Run = Callable[..., tuple[int, str, str]]
 TITLE = "gpu-node-02 GPU 5 XID 79"
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    """Run the CLI with these arguments; return (exit code, stdout, stderr)."""
-
-    def invoke(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
-
-
-@pytest.fixture
-def on_db(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Point the CLI at the test's database."""
-    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", db_url)
-    return db_url
-
-
-@pytest.fixture
-def inc1(client: httpx.Client, on_db: str) -> int:
-    """INC-1, opened by the recorded XID 79 firing notification through the live server."""
-    response = client.post("/webhooks/alertmanager", json=fixture("xid79-firing.json"))
-    assert response.status_code == 200, response.text
-    assert response.json()["incident"] == "INC-1"
-    return 1
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,11 +8,9 @@ the first timer); the CLI reads the same database on the system clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from sqlalchemy import select
@@ -23,10 +21,9 @@ from bot.config import load_settings
 from bot.db import Database
 from bot.escalation.models import EscalationTimer, IncidentEscalation, OncallOverride
 from bot.worker import Worker
-from tests.support.payloads import fixture
+from tests.support.cli import Run
 from tests.support.rows import log_types
 
-Run = Callable[..., tuple[int, str, str]]
 ROTATION = {
     "people": ["slack:UALICE", "slack:UCAROL"],
     "every": "1d",
@@ -34,35 +31,6 @@ ROTATION = {
     "start": "2026-01-05",
     "timezone": "UTC",
 }
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    """Run the CLI with these arguments; return (exit code, stdout, stderr)."""
-
-    def invoke(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
-
-
-@pytest.fixture
-def on_db(db_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Point the CLI at the test's database."""
-    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", db_url)
-    return db_url
-
-
-@pytest.fixture
-def inc1(client: httpx.Client, on_db: str) -> int:
-    """INC-1 (critical), opened by the recorded XID 79 notification through the live server."""
-    response = client.post("/webhooks/alertmanager", json=fixture("xid79-firing.json"))
-    assert response.status_code == 200, response.text
-    assert response.json()["incident"] == "INC-1"
-    return 1
 
 
 @pytest.fixture

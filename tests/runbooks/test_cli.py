@@ -5,28 +5,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from bot.cli import main
 from bot.runbooks import schema, validate
 from tests.runbooks.conftest import STEPS, Write, runbook
+from tests.support.cli import Run
 
 ROOT = Path(__file__).resolve().parents[2]
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    def invoke(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return invoke
 
 
 def test_validate_valid_runbooks_exits_0_and_counts_them(write: Write, run: Run) -> None:

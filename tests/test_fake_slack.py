@@ -229,3 +229,22 @@ def test_disconnect_message_makes_the_client_reconnect(slack: FakeSlack, web: We
     finally:
         client.close()
     assert len(slack.calls("apps.connections.open")) == 2
+
+
+def test_files_upload_v2_shares_the_file_in_a_thread(slack: FakeSlack) -> None:
+    web = WebClient(token=BOT_TOKEN, base_url=slack.api_url, timeout=5)
+    posted = web.chat_postMessage(channel="C0INCIDENTS", text="card")
+    answer = web.files_upload_v2(
+        channel="C0INCIDENTS",
+        thread_ts=posted["ts"],
+        filename="INC-7.md",
+        content="# Postmortem\n",
+        title="INC-7 postmortem draft",
+        initial_comment="the draft",
+    )
+    (shared,) = slack.files("C0INCIDENTS")
+    assert shared.content == b"# Postmortem\n" and shared.thread_ts == posted["ts"]
+    assert (shared.title, shared.comment) == ("INC-7 postmortem draft", "the draft")
+    assert answer["files"][0]["permalink"].endswith("/INC-7.md")
+    with pytest.raises(SlackApiError, match="file_not_found"):
+        web.files_completeUploadExternal(files=[{"id": "F404", "title": "x"}])

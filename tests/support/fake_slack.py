@@ -82,6 +82,21 @@ class Message:
     metadata: dict[str, Any] | None = None
 
 
+@dataclass
+class File:
+    """A file uploaded through files.getUploadURLExternal, the upload URL, and
+    files.completeUploadExternal (what WebClient.files_upload_v2 does)."""
+
+    id: str
+    filename: str
+    length: int
+    content: bytes | None = None
+    title: str | None = None
+    channel: str | None = None
+    thread_ts: str | None = None
+    comment: str | None = None
+
+
 @dataclass(frozen=True)
 class Post:
     """A JSON body posted to an incoming webhook or a response_url."""
@@ -141,6 +156,7 @@ class FakeSlack:
     _ephemerals: list[dict[str, Any]] = field(default_factory=list)
     _views: dict[str, dict[str, Any]] = field(default_factory=dict)
     _dms: dict[str, str] = field(default_factory=dict)
+    _files: dict[str, File] = field(default_factory=dict)
     _faults: dict[str, list[_Fault]] = field(default_factory=dict)
     _paces: dict[str, _Pace] = field(default_factory=dict)
     _incoming: list[Post] = field(default_factory=list)
@@ -191,6 +207,23 @@ class FakeSlack:
     def calls(self, method: str | None = None) -> list[Call]:
         with self._cond:
             return [c for c in self._calls if method is None or c.method == method]
+
+    def files(self, channel: str | None = None) -> list[File]:
+        """Files shared (upload completed), in order."""
+        with self._cond:
+            shared = [f for f in self._files.values() if f.channel is not None]
+            return [f for f in shared if channel is None or f.channel == channel]
+
+    def receive_upload(self, file_id: str, data: bytes) -> int:
+        """The bytes POSTed to a file's upload URL; the HTTP status to answer."""
+        with self._cond:
+            stored = self._files.get(file_id)
+            if stored is None or stored.content is not None:
+                return 404
+            if len(data) != stored.length:
+                return 400
+            stored.content = data
+            return 200
 
     def messages(self, channel: str | None = None) -> list[Message]:
         """Posted messages in posting order, as they read after any updates."""
@@ -516,6 +549,36 @@ def _connections_open(slack: FakeSlack, params: dict[str, Any]) -> dict[str, Any
     return {"url": f"{ws}/socket-mode/{uuid.uuid4().hex}?ticket={uuid.uuid4()}&app_id={APP_ID}"}
 
 
+def _upload_url(slack: FakeSlack, params: dict[str, Any]) -> dict[str, Any]:
+    filename = _require(params, "filename")
+    length = _require(params, "length")
+    if not length.isdigit():
+        raise ApiError("invalid_arguments")
+    file_id = f"F{next(slack._counter):010d}"
+    slack._files[file_id] = File(file_id, filename, int(length))
+    return {"upload_url": f"{slack.url}/upload/{file_id}", "file_id": file_id}
+
+
+def _complete_upload(slack: FakeSlack, params: dict[str, Any]) -> dict[str, Any]:
+    files = params.get("files")
+    if isinstance(files, str):
+        files = json.loads(files)
+    if not isinstance(files, list) or not files:
+        raise ApiError("invalid_arguments")
+    done = []
+    for item in files:
+        stored = slack._files.get(str(item.get("id")))
+        if stored is None or stored.content is None:
+            raise ApiError("file_not_found")
+        stored.title = item.get("title") or stored.filename
+        stored.channel = params.get("channel_id")
+        stored.thread_ts = params.get("thread_ts")
+        stored.comment = params.get("initial_comment")
+        link = f"https://fake.slack.com/files/{BOT_USER_ID}/{stored.id}/{stored.filename}"
+        done.append({"id": stored.id, "title": stored.title, "permalink": link})
+    return {"files": done}
+
+
 _HANDLERS = {
     "auth.test": _auth_test,
     "chat.postMessage": _post_message,
@@ -530,6 +593,8 @@ _HANDLERS = {
     "views.update": _update_view,
     "views.publish": _publish_view,
     "apps.connections.open": _connections_open,
+    "files.getUploadURLExternal": _upload_url,
+    "files.completeUploadExternal": _complete_upload,
 }
 
 
@@ -591,6 +656,10 @@ def _build_app(slack: FakeSlack) -> Starlette:
         slack.record_post(slack._responses, request.path_params["id"], body, dict(request.headers))
         return JSONResponse({"ok": True})
 
+    async def upload(request: Request) -> Response:
+        status = slack.receive_upload(request.path_params["id"], await request.body())
+        return PlainTextResponse(f"OK - {status}", status_code=status)
+
     async def socket_mode(websocket: WebSocket) -> None:
         await websocket.accept()
         await websocket.send_text(json.dumps(_hello(len(slack._sockets) + 1)))
@@ -609,6 +678,7 @@ def _build_app(slack: FakeSlack) -> Starlette:
             Route("/api/{method}", api, methods=["GET", "POST"]),
             Route("/services/{path:path}", webhook, methods=["POST"]),
             Route("/response/{id}", response_url, methods=["POST"]),
+            Route("/upload/{id}", upload, methods=["POST"]),
             WebSocketRoute("/socket-mode/{id}", socket_mode),
         ]
     )

@@ -10,7 +10,7 @@ listening on 127.0.0.1:8080.
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import time, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +28,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from bot.durations import Duration, format_duration
 from bot.errors import ConfigInvalid
-from bot.escalation_settings import EscalationSettings
+from bot.escalation_settings import Day, EscalationSettings
 
 ENV_PREFIX = "RUNBOOK_BOT_"
 CONFIG_ENV = "RUNBOOK_BOT_CONFIG"
@@ -290,6 +290,27 @@ class Settings(BaseSettings):
         "`holidays`), `oncall` (rotation: `people`, `handover`, `every`, `start`), `vendor` "
         "and `targets` (PagerDuty, webhook, WeCom, DingTalk, Feishu, e-mail). Defaults: the "
         "seed's rules. See docs/escalation.md.",
+    )
+    digest_day: Day = Field(
+        "mon",
+        description="Weekday the weekly postmortem digest (follow-ups; the week's incidents "
+        "with MTTA and MTTR) is posted to `slack_channel`, for the last full week (Monday "
+        "to Sunday) before it; in `escalation.working_hours.timezone`.",
+    )
+    digest_time: time = Field(
+        time(9, 0),
+        description="Local time (working-hours timezone) the weekly digest is posted at on "
+        "`digest_day`; a digest found late is still posted, once.",
+    )
+    postmortem_lang: Literal["zh", "en"] = Field(
+        "en",
+        description="Language of postmortem drafts when none is asked for: `zh` (the "
+        "handbook's template) or `en`.",
+    )
+    postmortem_templates: Path | None = Field(
+        None,
+        description="Directory of your own postmortem templates (`5why.zh.md.j2`, "
+        "`5why.en.md.j2`); a file missing there comes from the shipped ones.",
     )
     worker_heartbeat: Duration = Field(
         timedelta(seconds=5),

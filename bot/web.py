@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
@@ -39,6 +39,8 @@ from bot.errors import (
 )
 from bot.incidents import log, service, views
 from bot.metrics import Metrics, RequestMetrics, timer
+from bot.postmortem import service as postmortems
+from bot.postmortem.render import Lang
 from bot.runbooks import service as runbooks
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.models import StepRun
@@ -209,6 +211,33 @@ def build_app(
             wake_chat()
         return run
 
+    async def postmortem(request: Request) -> Response:
+        """The 5-Why draft: `?format=md` (default) as Markdown, `?lang=zh|en`."""
+        number = service.parse_ref(request.path_params["number"])
+        params = request.query_params
+        fmt = params.get("format", "md")
+        if fmt not in ("md", "markdown"):
+            raise RequestRejected("format must be md (Markdown)")
+        lang = params.get("lang", settings.postmortem_lang)
+        if lang not in ("zh", "en"):
+            raise RequestRejected("lang must be zh or en")
+        text = await run_in_threadpool(
+            partial(
+                postmortems.draft_markdown,
+                db,
+                number,
+                lang=cast(Lang, lang),
+                settings=settings,
+                clock=clock,
+            )
+        )
+        disposition = f'inline; filename="INC-{number}-postmortem.{lang}.md"'
+        return Response(
+            text,
+            media_type="text/markdown; charset=utf-8",
+            headers={"Content-Disposition": disposition},
+        )
+
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -252,6 +281,7 @@ def build_app(
         Route("/api/incidents", list_incidents, methods=["GET"]),
         Route("/api/incidents/{number}", show_incident, methods=["GET"]),
         Route("/api/incidents/{number}/steps", list_steps, methods=["GET"]),
+        Route("/api/incidents/{number}/postmortem", postmortem, methods=["GET"]),
         Route("/api/incidents/{number}/steps/{step}/approve", approve_step, methods=["POST"]),
         Route("/api/incidents/{number}/steps/{step}/skip", decide(runbooks.skip), methods=["POST"]),
         Route(

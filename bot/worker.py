@@ -48,6 +48,7 @@ from bot.escalation.ladder import ChatPager
 from bot.incidents import history, log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
+from bot.postmortem import digest, followups, reminders
 from bot.runbooks import approvals, engine
 from bot.runbooks.models import IncidentRunbook, StepRun
 from bot.runbooks.steps import StepState
@@ -59,6 +60,8 @@ IDLE_FLOOR = 0.05
 one due but held elsewhere (its incident locked) is not polled in a tight loop."""
 HANDOVER_CHECK = timedelta(seconds=10)
 """How often a worker looks whether who is on call changed."""
+REMIND_CHECK = timedelta(seconds=60)
+"""How often a worker looks for follow-up reminders and the weekly digest that are due."""
 PROGRESS_EVERY = 5.0
 """Seconds between two progress reports of one running action that are recorded."""
 
@@ -103,6 +106,7 @@ class Worker:
         self.started = clock.now()
         self._beaten: datetime | None = None
         self._handover_checked: datetime | None = None
+        self._remind_checked: datetime | None = None
         self._swept: datetime | None = None
 
     def wake(self) -> None:
@@ -148,7 +152,7 @@ class Worker:
         now = self.clock.now()
         if self._swept is None or now - self._swept >= self.settings.worker_poll:
             self._swept = now
-            swept += self.reap() + self.expire() + self.hand_over()
+            swept += self.reap() + self.expire() + self.hand_over() + self.remind()
         claim = self.claim()
         if claim is None:
             return swept > 0
@@ -247,6 +251,27 @@ class Worker:
                     if person is not None and person.startswith("slack:"):
                         self.chat.tell(session, person, text, now)
             return 1
+
+    def remind(self) -> int:
+        """Send the follow-up reminders and post the weekly digest that are due (checked
+        every REMIND_CHECK, only with chat); how many were sent. A storage error is logged:
+        the next check tries again."""
+        now = self.clock.now()
+        checked = self._remind_checked
+        if self.chat is None or (checked is not None and now - checked < REMIND_CHECK):
+            return 0
+        self._remind_checked = now
+        try:
+            with self.db.transaction() as session:
+                sent = len(reminders.send(session, self.chat, now, self.settings))
+            with self.db.transaction() as session:
+                week = digest.post_due(session, self.chat, now, self.settings, self.owner)
+        except BotError as exc:
+            logger.warning("worker %s: follow-up reminders: %s", self.owner, exc)
+            return 0
+        if week is not None:
+            logger.info("weekly digest of the week of %s taken", week.monday)
+        return sent + (week is not None)
 
     def reap(self) -> int:
         """Mark running runs whose lease ran out interrupted; the engine re-proposes them."""
@@ -482,6 +507,9 @@ class Worker:
         if target == S.FAILED:
             assert outcome is not None
             self._retry(session, incident, run, now, outcome.retry_after)
+        if target == S.SUCCEEDED and claim.action == "gpu.fault_history":
+            session.flush()
+            followups.from_runs(session, claim.incident, now)  # the RMA follow-up
         engine.advance(session, claim.incident, now, self.settings)
 
     def _retry(

@@ -28,3 +28,8 @@ class Chat(Protocol):
         """A direct message to `person` (`slack:U0123ABC`) about no incident in
         particular: the on-call hand-over summary."""
         ...
+
+    def post(self, session: Session, text: str, now: datetime) -> None:
+        """A message to the incidents channel about no incident in particular: the weekly
+        postmortem digest."""
+        ...

@@ -25,7 +25,9 @@ from bot.incidents.lifecycle import Status
 from bot.incidents.models import Incident
 
 CARD, THREAD, MESSAGE, EPHEMERAL, PAGE = "card", "thread", "message", "ephemeral", "page"
-PRIORITY = {CARD: 1, EPHEMERAL: 0, PAGE: 0, THREAD: 2, MESSAGE: 2}
+FILE = "file"
+"""A text file shared in the incident card's thread (the postmortem draft)."""
+PRIORITY = {CARD: 1, EPHEMERAL: 0, PAGE: 0, THREAD: 2, MESSAGE: 2, FILE: 2}
 """Within a channel, lower first: answers to a click and pages; then cards (a new card,
 `NEW_CARD`, before updates of cards already there); then the story in threads. At about a
 message a second per channel a storm backs the channel up: what is new is seen first."""
@@ -155,3 +157,7 @@ class OutboxChat:
             session, channel=self.channel, kind=MESSAGE, payload={"text": text, "dm": user},
             now=now,
         )  # fmt: skip
+
+    def post(self, session: Session, text: str, now: datetime) -> None:
+        """A message to the incidents channel, paced with its other messages."""
+        enqueue(session, channel=self.channel, kind=MESSAGE, payload={"text": text}, now=now)

@@ -18,6 +18,7 @@ from bot.cli import actions as action_commands
 from bot.cli import common
 from bot.cli import escalation as escalation_commands
 from bot.cli import incidents as incident_commands
+from bot.cli import postmortem as postmortem_commands
 from bot.cli import runbooks as runbook_commands
 from bot.cli import server as server_commands
 from bot.cli import steps as step_commands
@@ -217,6 +218,7 @@ def _parser() -> argparse.ArgumentParser:
 
     step_commands.add_commands(commands)
     escalation_commands.add_commands(commands)
+    postmortem_commands.add_commands(commands)
 
     sim = commands.add_parser(
         "sim",

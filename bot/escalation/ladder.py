@@ -57,7 +57,8 @@ _FIRES_WHILE = {
 
 class ChatPager(Protocol):
     """What paging needs of chat (`bot.chat.Chat` has it): call a person or a user group
-    to the incident, or tell a person something, queued in the caller's transaction."""
+    to the incident, or tell a person or the incidents channel something, queued in the
+    caller's transaction."""
 
     def page(
         self, session: Session, incident: int, person: str, text: str, now: datetime
@@ -65,6 +66,11 @@ class ChatPager(Protocol):
 
     def tell(self, session: Session, person: str, text: str, now: datetime) -> None:
         """A direct message to `person` about no incident in particular (hand-overs)."""
+        ...
+
+    def post(self, session: Session, text: str, now: datetime) -> None:
+        """A message to the incidents channel about no incident in particular (the weekly
+        postmortem digest)."""
         ...
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, cast
 
 from slack_bolt import Ack, App, BoltRequest, BoltResponse
@@ -34,7 +34,7 @@ from starlette.responses import Response
 
 from bot import escalation
 from bot.chat import cards, outbox
-from bot.chat.models import SlackRequest
+from bot.chat.models import ChatCard, SlackRequest
 from bot.chat.slack import blocks
 from bot.chat.slack.client import SlackApi
 from bot.chat.slack.people import Roles, person
@@ -47,6 +47,10 @@ from bot.escalation import oncall
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import ACTIVE_STATUSES
+from bot.postmortem import followups
+from bot.postmortem import service as postmortems
+from bot.postmortem.models import TYPES, Followup
+from bot.postmortem.render import Lang
 from bot.runbooks import service as runbooks
 from bot.runbooks.models import StepRun
 
@@ -58,10 +62,16 @@ USAGE = (
     "`/incident list` open incidents · `/incident show INC-7` · `/incident ack INC-7` · "
     "`/incident owner INC-7 @user` · `/incident resolve INC-7 what was done` · "
     "`/incident silence INC-7 2h` · `/incident oncall` who is on call · "
-    "`/incident oncall @user [12h]` take the pager"
+    "`/incident oncall @user [12h]` take the pager · "
+    "`/incident postmortem INC-7 [zh|en]` the 5-Why draft · "
+    "`/incident followup INC-7 what will change @owner 2026-12-31 [mitigate|prevent|process]` "
+    "· `/incident followups INC-7`"
 )
 REF = re.compile(r"^(?:INC-)?(\d{1,9})$", re.IGNORECASE)
 MENTION = re.compile(r"^<@([A-Z0-9]+)(?:\|[^>]*)?>$")
+DATE_LIKE = re.compile(r"^\d{1,4}[-/.]\d{1,2}(?:[-/.]\d{1,4})?$")
+QUOTED = re.compile(r"[\"“”„«»](.+?)[\"“”„«»]")
+FOLLOWUP_EXAMPLE = "/incident followup INC-7 ECC growth alert @owner 2026-12-31 prevent"
 
 
 class SlackApp:
@@ -273,7 +283,9 @@ class SlackApp:
             return blocks.incident_list(views)
         if verb == "oncall":
             return self._oncall(args, user, now)
-        if verb not in ("show", "ack", "resolve", "owner", "silence"):
+        if verb in ("followup", "followups"):
+            return self._followup(verb, args, user)
+        if verb not in ("show", "ack", "resolve", "owner", "silence", "postmortem"):
             return blocks.ephemeral(USAGE)
         if not args or not REF.match(args[0]):
             return blocks.ephemeral(f"which incident? e.g. `/incident {verb} INC-7`\n{USAGE}")
@@ -281,6 +293,8 @@ class SlackApp:
         if verb == "show":
             with self.db.session() as session:
                 return blocks.card(cards.card(session, number, now))
+        if verb == "postmortem":
+            return self._postmortem(number, args[1:], now)
         if not self.roles.of(user["id"]):
             self._log_refusal(user, number, verb)
             return blocks.ephemeral(_no_role(verb))
@@ -316,6 +330,44 @@ class SlackApp:
         self.wake()
         return blocks.ephemeral(f"INC-{number} resolved")
 
+    def _postmortem(
+        self, number: int, args: list[str], now: datetime
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """`/incident postmortem INC-7 [zh|en]`: the 5-Why draft, shared as a Markdown file
+        in the card's thread (through the outbox, paced like every post)."""
+        lang = (args[0].lower() if args else self.settings.postmortem_lang).strip()
+        if lang not in ("zh", "en"):
+            return blocks.ephemeral(f"which language? `/incident postmortem INC-{number} zh|en`")
+        text = postmortems.draft_markdown(
+            self.db, number, lang=cast(Lang, lang), settings=self.settings, clock=self.clock
+        )
+        filename = f"INC-{number}-postmortem.{lang}.md"
+        payload = {
+            "content": text,
+            "filename": filename,
+            "title": f"INC-{number} postmortem draft ({lang})",
+            "comment": f"Postmortem draft of INC-{number}: fill in the whys and the "
+            f"improvements, then `runbook-bot postmortem final INC-{number} --file "
+            f"{filename} --lang {lang} --as you`.",
+        }
+        channel = self.settings.slack_channel or ""
+        with self.db.transaction() as session:
+            card = session.get(ChatCard, number)
+            outbox.enqueue(
+                session,
+                channel=card.channel if card is not None else channel,
+                kind=outbox.FILE,
+                payload=payload,
+                incident=number,
+                now=now,
+            )
+        self.wake()
+        return blocks.ephemeral(
+            f"INC-{number}'s postmortem draft ({lang}) is on its way to the card's thread as "
+            f"{filename}. Also: `runbook-bot postmortem INC-{number} --lang {lang}` or "
+            f"`GET /api/incidents/{number}/postmortem?lang={lang}`."
+        )
+
     def _oncall(
         self, args: list[str], user: dict[str, str], now: datetime
     ) -> tuple[str, list[dict[str, Any]]]:
@@ -348,6 +400,55 @@ class SlackApp:
             f"{who} is on call until {override.ends_at:%Y-%m-%d %H:%M} UTC (set by {actor.id}); "
             "the hand-over summary follows by direct message"
         )
+
+    def _followup(
+        self, verb: str, args: list[str], user: dict[str, str]
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """`/incident followups INC-7` lists its follow-ups (no role needed);
+        `/incident followup INC-7 title @owner 2026-12-31 [type]` adds one (a role needed)."""
+        example = f"/incident {verb} INC-7" if verb == "followups" else FOLLOWUP_EXAMPLE
+        if not args or not REF.match(args[0]):
+            return blocks.ephemeral(f"which incident? e.g. `{example}`")
+        number = int(REF.match(args[0]).group(1))  # type: ignore[union-attr]
+        if verb == "followups":
+            with self.db.session() as session:
+                items = followups.of_incident(session, number)
+                lines = [_followup_line(item) for item in items]
+            if not lines:
+                return blocks.ephemeral(
+                    f"INC-{number} has no follow-ups; add one: `{FOLLOWUP_EXAMPLE}`"
+                )
+            return blocks.ephemeral(f"Follow-ups of INC-{number}:\n" + "\n".join(lines))
+        if not self.roles.of(user["id"]):
+            self._log_refusal(user, number, "add follow-ups to")
+            return blocks.ephemeral(_no_role("add follow-ups to"))
+        title, owner, deadline, kind = _followup_words(args[1:])
+        actor = _actor(user)
+        item = cast(
+            Followup,
+            self._in_tx(
+                lambda s, at: followups.add(
+                    s,
+                    number,
+                    title,
+                    type=kind,
+                    owner=owner,
+                    deadline=deadline,
+                    link=None,
+                    actor=actor,
+                    now=at,
+                )
+            ),
+        )
+        self.wake()
+        text = f"Follow-up #{item.id} added to INC-{number}: {_followup_line(item)}"
+        if owner is None or deadline is None:
+            text += (
+                "\nIt needs an owner and a deadline before the postmortem can be final: "
+                f"`runbook-bot followup set {item.id} --owner slack:U0123ABC --deadline "
+                "2026-12-31`"
+            )
+        return blocks.ephemeral(text)
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -484,6 +585,57 @@ def _duration(args: list[str], example: str) -> timedelta:
         return parse_duration(args[0])
     except ValueError as exc:
         raise BotError(f"{exc}; e.g. `{example}`") from None
+
+
+def _followup_words(words: list[str]) -> tuple[str, str | None, date | None, str]:
+    """A follow-up's title, owner (a mention), deadline (2026-12-31) and type (the last
+    word, when it is one of the types) from the words after the incident; a quoted title
+    is taken as it is. BotError names the form when something is off."""
+    text = " ".join(words)
+    quoted = QUOTED.search(text)
+    title_words: list[str] = []
+    if quoted:
+        title_words = [quoted.group(1)]
+        text = text[: quoted.start()] + " " + text[quoted.end() :]
+    rest = text.split()
+    kind = "prevent"
+    if rest and rest[-1].lower() in TYPES:
+        kind = rest.pop().lower()
+    owner: str | None = None
+    deadline: date | None = None
+    for word in rest:
+        mention = MENTION.match(word)
+        if mention:
+            if owner is not None:
+                raise BotError(f"one owner per follow-up, as a mention: `{FOLLOWUP_EXAMPLE}`")
+            owner = person(mention.group(1))
+        elif DATE_LIKE.match(word):
+            if deadline is not None:
+                raise BotError(f"one deadline per follow-up: `{FOLLOWUP_EXAMPLE}`")
+            deadline = followups.parse_date(word)
+        elif word.startswith("@"):
+            raise BotError(
+                f"name the owner as a mention (pick them from the list Slack offers), not "
+                f"{word}: `{FOLLOWUP_EXAMPLE}`"
+            )
+        elif not quoted:
+            title_words.append(word)
+        else:
+            raise BotError(
+                f"{word!r} is not an owner, a deadline or a type; the title goes in quotes: "
+                f"`{FOLLOWUP_EXAMPLE}`"
+            )
+    title = " ".join(title_words).strip()
+    if not title:
+        raise BotError(f"what will change? e.g. `{FOLLOWUP_EXAMPLE}`")
+    return title, owner, deadline, kind
+
+
+def _followup_line(item: Followup) -> str:
+    owner = item.owner or "no owner"
+    by = item.deadline.isoformat() if item.deadline else "no deadline"
+    link = f" {item.link}" if item.link else ""
+    return f"#{item.id} {item.title} ({item.type}, {item.status}; {owner}, {by}){link}"
 
 
 def _no_role(what: str) -> str:

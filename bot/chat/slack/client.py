@@ -85,6 +85,32 @@ class SlackApi:
             ),
         )
 
+    def upload(
+        self,
+        channel: str,
+        filename: str,
+        content: str,
+        *,
+        title: str,
+        comment: str,
+        thread_ts: str | None = None,
+    ) -> str:
+        """Share a text file in `channel` (in a thread with `thread_ts`); its permalink."""
+        extra: dict[str, Any] = {"thread_ts": thread_ts} if thread_ts is not None else {}
+        answer = self._call(
+            "files.uploadV2",
+            lambda: self.web.files_upload_v2(
+                channel=channel,
+                filename=filename,
+                content=content,
+                title=title,
+                initial_comment=comment,
+                **extra,
+            ),
+        )
+        files = answer.get("files") or [{}]
+        return str(files[0].get("permalink") or "")
+
     def open_dm(self, user: str) -> str:
         """The id of the bot's direct-message channel with `user`."""
         answer = self._call("conversations.open", lambda: self.web.conversations_open(users=user))

@@ -198,6 +198,15 @@ class SlackSender:
         if row.kind == outbox.PAGE:
             return self._page(session, row, d, now)
         payload = row.payload
+        if row.kind == outbox.FILE:
+            card = session.get(ChatCard, row.incident_number) if row.incident_number else None
+            if card is not None and card.ts is None:
+                row.not_before = now + timedelta(seconds=1)  # the card goes first
+                return None
+            d.text, d.ts = str(payload.get("content", "")), card.ts if card else None
+            d.blocks = [{"filename": payload.get("filename"), "title": payload.get("title"),
+                         "comment": payload.get("comment")}]  # fmt: skip
+            return d
         d.text, d.blocks = str(payload.get("text", "")), list(payload.get("blocks") or [])
         d.user, d.ts = payload.get("user") or payload.get("dm"), payload.get("thread_ts")
         return d
@@ -289,6 +298,12 @@ class SlackSender:
             assert d.user is not None
             self.api.ephemeral(d.channel, d.user, d.text, d.blocks)
             return None
+        if d.kind == outbox.FILE:
+            meta = d.blocks[0]
+            return self.api.upload(
+                d.channel, str(meta["filename"]), d.text, title=str(meta["title"]),
+                comment=str(meta["comment"]), thread_ts=d.ts,
+            )  # fmt: skip
         if d.kind == outbox.MESSAGE and d.user is not None:  # a direct message
             return self.api.post(self.api.open_dm(d.user), d.text, d.blocks)
         return self.api.post(d.channel, d.text, d.blocks, thread_ts=d.ts)

@@ -17,10 +17,12 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from bot.clock import as_utc
 from bot.errors import PayloadInvalid, TransitionRefused
 from bot.incidents import log
 from bot.incidents import service as incidents
-from bot.postmortem import followups
+from bot.incidents.models import Incident
+from bot.postmortem import followups, improvements
 from bot.postmortem.models import Postmortem
 
 LANGS = ("zh", "en")
@@ -66,6 +68,40 @@ _BLAME: list[tuple[re.Pattern[str], str]] = [
         (r"失职", "说是失职 (blames dereliction)"),
     )
 ]
+
+
+def _adopt(
+    session: Session, incident: Incident, body: str, author: str, now: datetime
+) -> list[str]:
+    """Add the improvements the document lists that are not follow-ups yet (with their
+    owner, deadline and type); the problems of those that cannot be added as written."""
+    known = {
+        " ".join(item.title.split()).casefold()
+        for item in followups.of_incident(session, incident.number)
+    }
+    problems = []
+    for item in improvements.proposed(body, as_utc(incident.opened_at).date()):
+        if item.title.casefold() in known:
+            continue
+        missing = [name for name in ("owner", "deadline") if getattr(item, name) is None]
+        if item.problem or missing:
+            why = item.problem or f"it has no {' and no '.join(missing)}"
+            problems.append(
+                f'the improvement "{item.title}" cannot become a follow-up: {why}; write it '
+                "like `1. what will change (owner: slack:U0123ABC, deadline: 2026-12-31)`"
+            )
+            continue
+        try:
+            followups.add(
+                session, incident.number, item.title, type=item.type, owner=item.owner,
+                deadline=item.deadline, link=None, actor=log.Actor.human(author), now=now,
+                source="postmortem",
+            )  # fmt: skip
+        except PayloadInvalid as exc:
+            problems.append(f'the improvement "{item.title}" cannot become a follow-up: {exc}')
+            continue
+        known.add(item.title.casefold())
+    return problems
 
 
 def parse_whys(markdown: str) -> list[tuple[str, str]]:
@@ -134,6 +170,7 @@ def finalize(
             "the postmortem is empty: write it (or start from `runbook-bot "
             f"postmortem {incident.ref}`) and pass it with --file"
         )
+    problems += _adopt(session, incident, body, author, now)
     items = [item for item in followups.of_incident(session, number) if item.status != "cancelled"]
     if not items:
         problems.append(

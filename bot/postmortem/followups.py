@@ -26,7 +26,9 @@ from bot.runbooks.models import StepRun
 from bot.runbooks.steps import StepState
 
 TITLE_MAX = 500
-PERSON = re.compile(r"^(?:slack:[UW][A-Z0-9]{2,20}|[A-Za-z0-9][A-Za-z0-9._@+-]{0,199})$")
+PERSON = re.compile(r"^(?:slack:[UW][A-Z0-9]{2,20}|[^\W_][\w.@+-]{0,199})$")
+"""A Slack user, or a name (`alice`, `张三`): names are recorded, but only Slack users can be
+reminded."""
 """A person id: a Slack user (`slack:U0123ABC`) or the name a CLI user acts as (`alice`)."""
 RUNBOOK = log.Actor("bot", "runbook-bot", "runbook-bot")
 UNSET: Any = object()

@@ -34,7 +34,8 @@ class Followup(Base):
     link: Mapped[str | None] = mapped_column(Text)
     """A tracker link (Jira, GitHub issue), optional."""
     source: Mapped[str] = mapped_column(String(32), default="person")
-    """Who made it: `person` (chat, CLI, the draft) or `runbook` (e.g. the RMA item)."""
+    """Who made it: `person` (chat, CLI), `postmortem` (an improvement written in the final
+    postmortem) or `runbook` (e.g. the RMA item)."""
     created_by: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]

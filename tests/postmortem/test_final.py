@@ -143,8 +143,9 @@ def test_person_blamed_lets_english_mechanisms_pass() -> None:
 
 def test_finalize_refuses_without_follow_ups(rig: Rig) -> None:
     number = rig.fire()
+    bare = ZH.split("## 改进措施")[0]  # no improvement written in it either
     with pytest.raises(TransitionRefused) as refused:
-        _finalize(rig, number, ZH, lang="zh")
+        _finalize(rig, number, bare, lang="zh")
     assert f"INC-{number} has no follow-ups" in str(refused.value)
     assert f"runbook-bot followup add INC-{number}" in str(refused.value)
     # A cancelled item is no improvement either.
@@ -152,7 +153,7 @@ def test_finalize_refuses_without_follow_ups(rig: Rig) -> None:
     with rig.db.transaction() as session:
         followups.update(session, item.id, status="cancelled", actor=ALICE, now=rig.clock.now())
     with pytest.raises(TransitionRefused, match="has no follow-ups"):
-        _finalize(rig, number, ZH, lang="zh")
+        _finalize(rig, number, bare, lang="zh")
     assert "postmortem.finalized" not in log_types(rig.db, number)
 
 
@@ -267,7 +268,7 @@ def test_versions_increment_and_latest_is_the_last_final(rig: Rig) -> None:
         assert final.version(session, number, 2).body == body
         with pytest.raises(PayloadInvalid, match="no postmortem version 9"):
             final.version(session, number, 9)
-    assert log_types(rig.db, number)[-4:] == [
+    assert [t for t in log_types(rig.db, number) if t.startswith("postmortem.")] == [
         "postmortem.drafted",
         "postmortem.finalized",
         "postmortem.finalized",
@@ -295,7 +296,8 @@ def _usage_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 
 def test_cli_final_versions_export(run: Run, inc1: int, db: Database, tmp_path: Path) -> None:
     edited = tmp_path / "INC-1.md"
-    edited.write_text(EN.format(answer="someone skipped the check"), encoding="utf-8")
+    bare = EN.format(answer="someone skipped the check").split("## Improvements")[0]
+    edited.write_text(bare, encoding="utf-8")
     final_args = ("postmortem", "final", "INC-1", "--file", str(edited), "--lang", "en")
 
     code, out, err = run(*final_args, "--as", "alice")
@@ -422,3 +424,36 @@ def test_whys_left_todo_must_be_answered_or_deleted(rig: Rig) -> None:
         row = final.finalize(session, number, shorter, lang="en", author="alice",
                              now=rig.clock.now())  # fmt: skip
     assert row.version == 1 and row.state == "final"
+
+
+def test_improvements_written_in_the_postmortem_become_follow_ups(rig: Rig) -> None:
+    number = rig.fire()  # opened 2026-11-29: the handbook's `7/31` is next year's
+    _finalize(rig, number, ZH, lang="zh")
+    with rig.db.session() as session:
+        (item,) = followups.of_incident(session, number)
+    assert (item.title, item.owner, item.deadline, item.source) == (
+        "SOP 补充：ECC 周增长 > 10 的卡列入观察名单", "张三", date(2027, 7, 31), "postmortem",
+    )  # fmt: skip
+    # The next version lists it again (and one more): only the new one is added.
+    more = ZH + "2. 告警增加：ECC 增长速率告警（owner: slack:U0LISI，deadline: 2026-12-07）\n"
+    _finalize(rig, number, more, lang="zh")
+    with rig.db.session() as session:
+        items = followups.of_incident(session, number)
+    assert [(i.owner, i.deadline) for i in items] == [
+        ("张三", date(2027, 7, 31)), ("slack:U0LISI", date(2026, 12, 7)),
+    ]  # fmt: skip
+
+
+def test_an_improvement_without_an_owner_or_a_date_is_refused_by_its_title(rig: Rig) -> None:
+    number = rig.fire()
+    _item(rig, number)
+    body = EN.format(answer="the PCIe link dropped") + (
+        "2. Replace the riser cable (owner: TODO, deadline: soon)\n"
+    )
+    with pytest.raises(TransitionRefused) as refused:
+        _finalize(rig, number, body)
+    text = str(refused.value)
+    assert 'the improvement "Replace the riser cable" cannot become a follow-up' in text
+    assert "its deadline 'soon' is not a date" in text
+    with rig.db.session() as session:
+        assert len(followups.of_incident(session, number)) == 1  # nothing half-added

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,18 @@ class Chat:
             **extra,
         )
         return self.post(client, fake_slack.interactive_form(payload))
+
+    def command(self, client: httpx.Client, text: str, user: str = "UALICE") -> str:
+        """Type `/incident <text>` as `user`; the ephemeral answer, as JSON text."""
+        fields = fake_slack.slash_command(
+            text=text, response_url=self.slack.response_url(), user_id=user,
+            user_name=user.lower(), channel_id=CHANNEL,
+        )  # fmt: skip
+        answer = self.post(client, fake_slack.form(fields))
+        assert answer.status_code == 200, answer.text
+        body: dict[str, Any] = answer.json()
+        assert body["response_type"] == "ephemeral"
+        return json.dumps(body, ensure_ascii=False)
 
     def post(self, client: httpx.Client, body: bytes, **sign: Any) -> httpx.Response:
         headers = fake_slack.signed_headers(SECRET, body, **sign)

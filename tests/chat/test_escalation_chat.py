@@ -12,7 +12,6 @@ import logging
 import threading
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -34,9 +33,8 @@ from bot.incidents import service as incidents
 from bot.runbooks import service as runbooks
 from bot.sim import SimHandle
 from bot.worker import Worker
-from tests.chat.slack_rig import CHANNEL, Chat
+from tests.chat.slack_rig import Chat
 from tests.runbooks.rig import Rig
-from tests.support import fake_slack
 from tests.support.fake_slack import FakeSlack
 from tests.support.payloads import alert, notification
 
@@ -184,28 +182,13 @@ def chat(
     return chat
 
 
-def _command(chat: Chat, client: httpx.Client, text: str, user: str = "UALICE") -> str:
-    fields = fake_slack.slash_command(
-        text=text,
-        response_url=chat.slack.response_url(),
-        user_id=user,
-        user_name=user.lower(),
-        channel_id=CHANNEL,
-    )
-    answer = chat.post(client, fake_slack.form(fields))
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    assert body["response_type"] == "ephemeral"
-    return json.dumps(body, ensure_ascii=False)
-
-
 def test_silence_from_slack_stops_paging_and_the_card_says_until_when(
     chat: Chat, client: httpx.Client, woken: threading.Event
 ) -> None:
     number = _open(chat.rig)
     chat.send_all()
 
-    said = _command(chat, client, f"silence INC-{number} 2h")
+    said = chat.command(client, f"silence INC-{number} 2h")
     assert woken.is_set()
 
     assert "nobody is paged for 2h, until Mon 00:05 UTC" in said
@@ -225,7 +208,7 @@ def test_silence_from_slack_stops_paging_and_the_card_says_until_when(
     assert chat.send_all() == 0
     card = json.dumps(chat.cards()[0].blocks, ensure_ascii=False)
     assert "Escalation: silenced until Mon 00:05 UTC" in card
-    shown = _command(chat, client, f"show INC-{number}", user="UMALLORY")
+    shown = chat.command(client, f"show INC-{number}", user="UMALLORY")
     assert "Escalation: silenced until Mon 00:05 UTC" in shown
 
 
@@ -234,38 +217,38 @@ def test_silence_refuses_no_role_a_bad_duration_and_an_incident_not_active(
 ) -> None:
     number = _open(chat.rig)
 
-    refused = _command(chat, client, f"silence INC-{number} 2h", user="UMALLORY")
+    refused = chat.command(client, f"silence INC-{number} 2h", user="UMALLORY")
     assert "responder role to silence" in refused
     assert chat.rig.log(number)[-1].type == "chat.refused"
-    assert "not a duration" in _command(chat, client, f"silence INC-{number} 2x")
-    assert "how long?" in _command(chat, client, f"silence INC-{number}")
-    assert "1m to 7d" in _command(chat, client, f"silence INC-{number} 30d")
-    assert "INC-99 does not exist" in _command(chat, client, "silence INC-99 2h")
+    assert "not a duration" in chat.command(client, f"silence INC-{number} 2x")
+    assert "how long?" in chat.command(client, f"silence INC-{number}")
+    assert "1m to 7d" in chat.command(client, f"silence INC-{number} 30d")
+    assert "INC-99 does not exist" in chat.command(client, "silence INC-99 2h")
     incidents_resolve(chat.rig, number)
-    assert "nothing to silence" in _command(chat, client, f"silence INC-{number} 2h")
+    assert "nothing to silence" in chat.command(client, f"silence INC-{number} 2h")
     assert "escalation.silenced" not in chat.rig.types(number)
 
 
 def test_oncall_says_who_is_on_call_and_next_and_a_mention_takes_the_pager(
     chat: Chat, client: httpx.Client, woken: threading.Event
 ) -> None:
-    said = _command(chat, client, "oncall", user="UMALLORY")  # reading needs no role
+    said = chat.command(client, "oncall", user="UMALLORY")  # reading needs no role
     assert not woken.is_set()
     assert "On call now: <@UCAROL> (rotation, until Mon 2026-11-30 09:00 UTC)" in said
     assert "Next: <@UALICE> (rotation, until Tue 2026-12-01 09:00 UTC)" in said
 
-    took = _command(chat, client, "oncall <@UBOB|bob> 12h")
+    took = chat.command(client, "oncall <@UBOB|bob> 12h")
     assert "<@UBOB> is on call until 2026-11-30 10:05 UTC (set by <@UALICE>)" in took
     assert woken.is_set()  # the worker sends the hand-over summary
     with chat.rig.db.session() as session:
         (override,) = session.scalars(select(OncallOverride)).all()
         assert (override.person, override.set_by) == ("slack:UBOB", "slack:UALICE")
 
-    said = _command(chat, client, "oncall")
+    said = chat.command(client, "oncall")
     assert "On call now: <@UBOB> (override, until Mon 2026-11-30 10:05 UTC)" in said
     assert "Next: <@UALICE> (rotation" in said  # Monday's shift, after the override
 
-    until_handover = _command(chat, client, "oncall <@UALICE>", user="UBOB")
+    until_handover = chat.command(client, "oncall <@UALICE>", user="UBOB")
     assert "<@UALICE> is on call until 2026-11-30 09:00 UTC" in until_handover
 
 
@@ -273,18 +256,18 @@ def test_oncall_refuses_no_role_and_bad_input(
     chat: Chat, client: httpx.Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="bot.chat.slack.app"):
-        refused = _command(chat, client, "oncall <@UMALLORY>", user="UMALLORY")
+        refused = chat.command(client, "oncall <@UMALLORY>", user="UMALLORY")
     assert "responder role to change who is on call" in refused
     assert "refused /incident oncall from slack:UMALLORY" in caplog.text
-    assert "as a mention" in _command(chat, client, "oncall bob")
-    assert "not a duration" in _command(chat, client, "oncall <@UBOB> soon")
-    assert "1m to 28d" in _command(chat, client, "oncall <@UBOB> 60d")
+    assert "as a mention" in chat.command(client, "oncall bob")
+    assert "not a duration" in chat.command(client, "oncall <@UBOB> soon")
+    assert "1m to 28d" in chat.command(client, "oncall <@UBOB> 60d")
     with chat.rig.db.session() as session:
         assert session.scalars(select(OncallOverride)).all() == []
 
 
 def test_help_names_the_new_commands(chat: Chat, client: httpx.Client) -> None:
-    said = _command(chat, client, "help")
+    said = chat.command(client, "help")
     assert "/incident silence INC-7 2h" in said and "/incident oncall" in said
 
 

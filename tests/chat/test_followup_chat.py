@@ -4,16 +4,13 @@ order), the list, and the refusals (no role, a bad date, a plain-text owner)."""
 
 from __future__ import annotations
 
-import json
 from datetime import date
-from typing import Any
 
 import httpx
 from sqlalchemy import select
 
 from bot.postmortem.models import Followup
-from tests.chat.slack_rig import CHANNEL, Chat
-from tests.support import fake_slack
+from tests.chat.slack_rig import Chat
 from tests.support.payloads import alert, notification
 
 
@@ -21,21 +18,6 @@ def _open(chat: Chat) -> int:
     result = chat.rig.ingest(notification([alert()]))
     assert result.opened
     return result.incident
-
-
-def _command(chat: Chat, client: httpx.Client, text: str, user: str = "UALICE") -> str:
-    fields = fake_slack.slash_command(
-        text=text,
-        response_url=chat.slack.response_url(),
-        user_id=user,
-        user_name=user.lower(),
-        channel_id=CHANNEL,
-    )
-    answer = chat.post(client, fake_slack.form(fields))
-    assert answer.status_code == 200, answer.text
-    body: dict[str, Any] = answer.json()
-    assert body["response_type"] == "ephemeral"
-    return json.dumps(body, ensure_ascii=False)
 
 
 def _items(chat: Chat) -> list[Followup]:
@@ -48,8 +30,7 @@ def test_followup_adds_an_item_with_owner_deadline_and_type(
 ) -> None:
     number = _open(chat)
 
-    said = _command(
-        chat,
+    said = chat.command(
         client,
         f"followup INC-{number} Alert on ECC growth rate <@UBOB|bob> 2026-12-31 mitigate",
     )
@@ -72,8 +53,7 @@ def test_followup_adds_an_item_with_owner_deadline_and_type(
     assert (entry.type, entry.actor_id) == ("followup.added", "slack:UALICE")
 
     # Quotes keep a title whole, even with a type word in it; the order does not matter.
-    _command(
-        chat,
+    chat.command(
         client,
         f"followup INC-{number} 2027-01-15 <@UCAROL> “SOP: prevent drains past the PDB”",
         user="UBOB",
@@ -87,14 +67,14 @@ def test_followup_adds_an_item_with_owner_deadline_and_type(
     )
 
     # Without an owner and deadline it is added, and the answer says what it still needs.
-    later = _command(chat, client, f"followup INC-{number} Don't RMA the card's twin process")
+    later = chat.command(client, f"followup INC-{number} Don't RMA the card's twin process")
     assert "needs an owner and a deadline" in later
     assert (_items(chat)[-1].title, _items(chat)[-1].type) == (
         "Don't RMA the card's twin",
         "process",
     )
 
-    listed = _command(chat, client, f"followups INC-{number}", user="UMALLORY")  # reading
+    listed = chat.command(client, f"followups INC-{number}", user="UMALLORY")  # reading
     assert f"Follow-ups of INC-{number}" in listed
     assert "Alert on ECC growth rate (mitigate, open; <@UBOB>, 2026-12-31)" in listed
     assert "twin (process, open; no owner, no deadline)" in listed
@@ -105,33 +85,33 @@ def test_followup_refuses_no_role_bad_dates_and_bad_owners(
 ) -> None:
     number = _open(chat)
 
-    refused = _command(
-        chat, client, f"followup INC-{number} ECC alert <@UBOB> 2026-12-31", user="UMALLORY"
+    refused = chat.command(
+        client, f"followup INC-{number} ECC alert <@UBOB> 2026-12-31", user="UMALLORY"
     )
     assert "responder role to add follow-ups to incidents" in refused
     entry = chat.rig.log(number)[-1]
     assert (entry.type, entry.actor_id) == ("chat.refused", "slack:UMALLORY")
 
-    assert "'2026-13-45' is not a date: write the deadline like 2026-12-31" in _command(
-        chat, client, f"followup INC-{number} ECC alert <@UBOB> 2026-13-45"
+    assert "'2026-13-45' is not a date: write the deadline like 2026-12-31" in chat.command(
+        client, f"followup INC-{number} ECC alert <@UBOB> 2026-13-45"
     )
-    assert "'31/12/2026' is not a date" in _command(
-        chat, client, f"followup INC-{number} ECC alert <@UBOB> 31/12/2026"
+    assert "'31/12/2026' is not a date" in chat.command(
+        client, f"followup INC-{number} ECC alert <@UBOB> 31/12/2026"
     )
-    assert "name the owner as a mention" in _command(
-        chat, client, f"followup INC-{number} ECC alert @bob 2026-12-31"
+    assert "name the owner as a mention" in chat.command(
+        client, f"followup INC-{number} ECC alert @bob 2026-12-31"
     )
-    assert "one owner per follow-up" in _command(
-        chat, client, f"followup INC-{number} ECC alert <@UBOB> <@UCAROL> 2026-12-31"
+    assert "one owner per follow-up" in chat.command(
+        client, f"followup INC-{number} ECC alert <@UBOB> <@UCAROL> 2026-12-31"
     )
-    assert "what will change?" in _command(chat, client, f"followup INC-{number} <@UBOB>")
-    assert "which incident?" in _command(chat, client, "followup ECC alert")
-    assert "INC-99 does not exist" in _command(chat, client, "followup INC-99 ECC alert")
-    assert "INC-99 does not exist" in _command(chat, client, "followups INC-99")
+    assert "what will change?" in chat.command(client, f"followup INC-{number} <@UBOB>")
+    assert "which incident?" in chat.command(client, "followup ECC alert")
+    assert "INC-99 does not exist" in chat.command(client, "followup INC-99 ECC alert")
+    assert "INC-99 does not exist" in chat.command(client, "followups INC-99")
     assert _items(chat) == []
-    assert "has no follow-ups" in _command(chat, client, f"followups INC-{number}")
+    assert "has no follow-ups" in chat.command(client, f"followups INC-{number}")
 
 
 def test_help_names_the_followup_commands(chat: Chat, client: httpx.Client) -> None:
-    said = _command(chat, client, "help")
+    said = chat.command(client, "help")
     assert "/incident followup INC-7" in said and "/incident followups INC-7" in said

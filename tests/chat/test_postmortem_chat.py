@@ -4,22 +4,9 @@ fake Slack."""
 
 from __future__ import annotations
 
-import json
-
 import httpx
 
 from tests.chat.slack_rig import CHANNEL, Chat
-from tests.support import fake_slack
-
-
-def command(chat: Chat, client: httpx.Client, text: str, user: str = "UALICE") -> str:
-    fields = fake_slack.slash_command(
-        text=text, response_url=chat.slack.response_url(), user_id=user,
-        user_name=user.lower(), channel_id=CHANNEL,
-    )  # fmt: skip
-    answer = chat.post(client, fake_slack.form(fields))
-    assert answer.status_code == 200, answer.text
-    return json.dumps(answer.json(), ensure_ascii=False)
 
 
 def test_the_draft_is_shared_as_a_file_in_the_cards_thread(
@@ -29,7 +16,7 @@ def test_the_draft_is_shared_as_a_file_in_the_cards_thread(
     chat.send_all()
     (card,) = chat.cards()
 
-    said = command(chat, client, f"postmortem INC-{number} zh")
+    said = chat.command(client, f"postmortem INC-{number} zh")
     assert f"INC-{number}-postmortem.zh.md" in said
     assert chat.send_all() == 0
 
@@ -45,8 +32,8 @@ def test_the_draft_is_shared_as_a_file_in_the_cards_thread(
 
 def test_the_language_defaults_and_a_bad_one_is_named(chat: Chat, client: httpx.Client) -> None:
     number = chat.rig.fire(host="gpu-node-01", xid="79")
-    assert "postmortem.en.md" in command(chat, client, f"postmortem {number}")
-    assert "which language?" in command(chat, client, f"postmortem {number} fr")
-    assert "INC-99 does not exist" in command(chat, client, "postmortem INC-99")
+    assert "postmortem.en.md" in chat.command(client, f"postmortem {number}")
+    assert "which language?" in chat.command(client, f"postmortem {number} fr")
+    assert "INC-99 does not exist" in chat.command(client, "postmortem INC-99")
     chat.send_all()
     assert [f.filename for f in chat.slack.files(CHANNEL)] == [f"INC-{number}-postmortem.en.md"]

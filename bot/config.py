@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from bot.console_settings import ConsoleSettings
 from bot.durations import Duration, format_duration
 from bot.errors import ConfigInvalid
 from bot.escalation_settings import Day, EscalationSettings
@@ -290,6 +291,15 @@ class Settings(BaseSettings):
         "`holidays`), `oncall` (rotation: `people`, `handover`, `every`, `start`), `vendor` "
         "and `targets` (PagerDuty, webhook, WeCom, DingTalk, Feishu, e-mail). Defaults: the "
         "seed's rules. See docs/escalation.md.",
+    )
+    console: ConsoleSettings = Field(
+        default_factory=ConsoleSettings,
+        description="The built-in web console at `/` (incident list, cards with buttons, the "
+        "live log, follow-ups, postmortem drafts): `enabled`, `users` (name: "
+        "`password_hash` from `runbook-bot console hash-password`, `roles`, `name`), "
+        "`admin_token` or `admin_token_file`, `session_secret` or `session_secret_file` "
+        "(set it with more than one replica), `session_ttl` (12h), `secure_cookies` (true "
+        "behind TLS), `public_url`. See docs/console.md.",
     )
     digest_day: Day = Field(
         "mon",

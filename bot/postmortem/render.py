@@ -85,5 +85,6 @@ def _ymdhm(at: datetime | None) -> str:
 
 
 def _md(text: object) -> str:
-    """One line of text safe inside a Markdown list item: no line breaks, no HTML."""
-    return " ".join(str(text).split()).replace("<", "&lt;").replace(">", "&gt;")
+    """One line of text safe inside a Markdown list item: no line breaks, no HTML. Only `<`
+    opens a tag, so only it is escaped: `ECC growth > 10 a week` stays readable."""
+    return " ".join(str(text).split()).replace("<", "&lt;")

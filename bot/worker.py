@@ -35,7 +35,7 @@ from typing import Any, Literal
 from sqlalchemy import ColumnElement, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from bot.actions import ActionContext, Outcome, execute, registry
+from bot.actions import ActionContext, Outcome, Risk, execute, registry
 from bot.actions.types import Result
 from bot.clock import Clock, as_utc
 from bot.config import Settings
@@ -384,7 +384,11 @@ class Worker:
         def target() -> None:
             try:
                 action = registry.get(claim.action)
-                done.append(execute(action, claim.params, self._context(claim)))
+                ctx = self._context(claim)
+                outcome = execute(action, claim.params, ctx)
+                if ctx.dry_run and action.risk != Risk.READ:
+                    outcome = _rendered_in_drill(ctx, outcome)
+                done.append(outcome)
             except BotError as exc:  # unknown action, parameters refused: nothing ran
                 failed = Result(ok=False, summary=str(exc))
                 done.append(Outcome(claim.action, claim.params, failed))
@@ -419,15 +423,20 @@ class Worker:
                 run.lease_until = self.clock.now() + self.settings.worker_lease
 
     def _context(self, claim: Claim) -> ActionContext:
+        # A drill's steps all run as dry runs: Kubernetes writes go with dryRun=All, BMC
+        # power and node Jobs are rendered only (docs/drills.md). Reads run for real.
+        with self.db.session() as session:
+            drill = incidents.get(session, claim.incident).drill
         ctx = ActionContext(
             actor=claim.actor,
             settings=self.settings,
             clock=self.clock,
             incident=f"INC-{claim.incident}",
+            dry_run=drill is not None,
             record=partial(self._record, claim),
             progress=self._progress(claim),
             kube_factory=self.kube_factory,
-            alert_history=partial(history.alerts_on_node, self.db),
+            alert_history=partial(history.alerts_on_node, self.db, drill=drill),
         )
         return ctx
 
@@ -596,3 +605,25 @@ def _note(
 ) -> None:
     """A log entry the worker writes as the bot."""
     log.append(session, incident, at=now, actor=engine.BOT, type=kind, summary=summary, data=data)
+
+
+def _rendered_in_drill(ctx: ActionContext, outcome: Outcome) -> Outcome:
+    """A drill's changing step that was refused for good is rendered only, and the drill
+    goes on: its earlier steps were dry runs, so the cluster is not in the state they would
+    have left it (a power cycle refuses a node the dry-run drain left schedulable). The
+    refusal stays in the summary and the log (docs/drills.md)."""
+    result = outcome.result
+    if result.ok or outcome.retry_after is not None:
+        return outcome
+    shown = ", ".join(f"{k}={v}" for k, v in outcome.params.items() if v not in (None, "", []))
+    summary = (
+        f"rendered only (drill): {outcome.action} ({shown[:300]}); its dry run was refused, "
+        f"as the steps before it were dry runs too: {result.summary}"
+    )
+    ctx.record(
+        "action.rendered",
+        summary[:2000],
+        {"action": outcome.action, "params": outcome.params, "dry_run": True, "refused": True},
+    )
+    rendered = Result(ok=True, summary=summary[:2000], dry_run=True)
+    return Outcome(outcome.action, outcome.params, rendered)

@@ -34,7 +34,18 @@ def execute(action: registry.Action, raw: dict[str, Any], ctx: ActionContext) ->
     params = action.parse(raw)
     shown = params.model_dump(mode="json")
     if ctx.dry_run and not action.dry_run:
-        result = Result(ok=False, summary=f"{action.name} does not support dry run", dry_run=True)
+        # Nothing it could ask a server to check: say what it would have done, with what.
+        result = Result(
+            ok=True,
+            summary=f"rendered only: {action.name} has no dry run; it would run with "
+            f"({_brief(shown)})",
+            dry_run=True,
+        )
+        ctx.record(
+            "action.rendered",
+            f"{action.name} rendered only (dry run): {_brief(shown)}",
+            {"action": action.name, "params": shown, "risk": action.risk.value, "dry_run": True},
+        )
         return Outcome(action.name, shown, result)
     verb = "dry-run" if ctx.dry_run else "run"
     ctx.record(

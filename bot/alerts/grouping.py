@@ -19,6 +19,9 @@ from bot.incidents import log, service
 from bot.incidents.lifecycle import Severity, Status
 from bot.incidents.models import ACTIVE_STATUSES, GENESIS, Incident
 
+DRILL_TITLE = "[DRILL]"
+"""What a drill incident's title starts with, so every card, page and log line shows it."""
+
 
 def latest_of_group(session: Session, digest: str) -> Incident | None:
     """The group's active incident, else its most recent one; locked. One query serves the
@@ -42,13 +45,18 @@ def reopens(incident: Incident | None, since: datetime) -> bool:
     )
 
 
-def holding(session: Session, known: dict[Key, Known], payload: WebhookPayload) -> Incident | None:
-    """The incident that already holds these alert instances, if joining it is right."""
+def holding(
+    session: Session, known: dict[Key, Known], payload: WebhookPayload, drill: str | None = None
+) -> Incident | None:
+    """The incident that already holds these alert instances, if joining it is right (a
+    drill's alerts join only that drill's incident, real ones only a real incident)."""
     if not known:
         return None
     numbers = [row.incident_number for row in known.values()]
     number = max(set(numbers), key=numbers.count)
     incident = service.get(session, number, lock=True)
+    if incident.drill != drill:
+        return None
     if Status(incident.status).active:
         return incident
     # A finished incident takes repeats and resolutions of its own alerts, but a new or
@@ -112,10 +120,14 @@ def open_incident(
     now: datetime,
     actor: log.Actor,
     previous: int | None,
+    *,
+    drill: str | None = None,
 ) -> Incident:
     severity = max((severity_of(a) for a in payload.alerts), key=lambda s: s.rank)
+    title = _title(payload)
     incident = Incident(
-        title=_title(payload),
+        title=f"{DRILL_TITLE} {title}"[:500] if drill is not None else title,
+        drill=drill,
         severity=severity,
         status=Status.OPEN,
         group_key=payload.group_key,
@@ -145,6 +157,8 @@ def open_incident(
     }
     if previous is not None:
         data["follows"] = f"INC-{previous}"
+    if drill is not None:
+        data["drill"] = drill
     if unknown:
         data["unknown_severities"] = unknown
     writes.entry(

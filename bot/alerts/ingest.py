@@ -11,6 +11,11 @@ Concurrency: on PostgreSQL a transaction-scoped advisory lock per group serializ
 one group; a partial unique index (one active incident per group) and the unique alert
 instance key are the backstop, and a violated one retries the whole notification. SQLite
 serializes writers at BEGIN.
+
+Drills: an alert labelled `runbook_bot_drill` (`runbook-bot drill`) belongs to that drill.
+Its group is the drill's own (the id is part of the group's digest), so a drill alert never
+joins a real incident and a real one never joins a drill; a notification that mixes them is
+split and each part ingested on its own.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from bot.db import Database
 from bot.escalation import ladder
 from bot.incidents import log, service
 from bot.incidents.lifecycle import Severity, Status
-from bot.incidents.models import Alert, Incident
+from bot.incidents.models import DRILL_LABEL, Alert, Incident
 from bot.runbooks import engine, versions
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.loader import LoadedRunbook
@@ -78,8 +83,26 @@ class IngestResult:
         }
 
 
-def group_hash(group_key: str) -> str:
-    return hashlib.sha256(group_key.encode()).hexdigest()
+def group_hash(group_key: str, drill: str | None = None) -> str:
+    """The digest incidents are grouped by; a drill's groups are apart from real ones."""
+    key = group_key if drill is None else f"drill {drill}\n{group_key}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def drill_of(payload: WebhookPayload) -> str | None:
+    """The drill these alerts belong to (`split_drills` made them one), None when real."""
+    return payload.alerts[0].labels.get(DRILL_LABEL) if payload.alerts else None
+
+
+def split_drills(payload: WebhookPayload) -> list[WebhookPayload]:
+    """The notification as parts that are each all real or all one drill's, real first."""
+    parts: dict[str | None, list[WebhookAlert]] = {}
+    for alert in payload.alerts:
+        parts.setdefault(alert.labels.get(DRILL_LABEL), []).append(alert)
+    if len(parts) <= 1:
+        return [payload]
+    ordered = sorted(parts.items(), key=lambda item: (item[0] is not None, item[0] or ""))
+    return [payload.model_copy(update={"alerts": alerts}) for _, alerts in ordered]
 
 
 def ingest(
@@ -102,6 +125,21 @@ def ingest(
     that opens freezes it and arms its first escalation timer; one that reopens or is
     raised to a higher severity starts its ladder again; one that resolves itself stops it.
     """
+    parts = split_drills(payload)
+    if len(parts) > 1:  # never one incident for real and drill alerts
+        logger.warning("group %s mixes drill and real alerts; split", payload.group_key[:80])
+        results = [
+            ingest(
+                db,
+                part,
+                clock=clock,
+                reopen_window=reopen_window,
+                catalog=catalog,
+                escalation=escalation,
+            )
+            for part in parts
+        ]
+        return results[0]
     loaded = catalog.match(_trigger(payload)[0]) if catalog is not None else None
     if loaded is not None:  # its own transaction, once per process; then a set lookup
         versions.ensure(db, loaded, clock.now())
@@ -109,7 +147,7 @@ def ingest(
         try:
             with db.transaction() as session:
                 if db.is_postgres:
-                    _lock_group(session, group_hash(payload.group_key))
+                    _lock_group(session, group_hash(payload.group_key, drill_of(payload)))
                 return _ingest(session, payload, clock.now(), reopen_window, loaded, escalation)
         except IntegrityError:
             if attempt == ATTEMPTS:
@@ -172,7 +210,8 @@ def _ingest(
     loaded: LoadedRunbook | None,
     escalation: dict[str, Any] | None = None,
 ) -> IngestResult:
-    digest = group_hash(payload.group_key)
+    drill = drill_of(payload)
+    digest = group_hash(payload.group_key, drill)
     actor = log.Actor.alertmanager(payload.receiver)
     writes = staging.Writes()
     known = staging.known_instances(session, payload.alerts)
@@ -181,7 +220,7 @@ def _ingest(
     opened = reopened = False
 
     if incident is None:
-        incident = grouping.holding(session, known, payload)
+        incident = grouping.holding(session, known, payload, drill)
         if incident is not None and Status(incident.status).active:
             grouping.regroup(writes, incident, payload, digest, now, actor)
     if incident is None and latest is not None and grouping.reopens(latest, now - window):
@@ -193,7 +232,9 @@ def _ingest(
             reopened = True
     if incident is None:
         previous = latest.number if latest is not None else None
-        incident = grouping.open_incident(session, writes, payload, digest, now, actor, previous)
+        incident = grouping.open_incident(
+            session, writes, payload, digest, now, actor, previous, drill=drill
+        )
         opened = True
 
     result = IngestResult(incident.number, opened=opened, reopened=reopened)

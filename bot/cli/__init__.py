@@ -1,6 +1,6 @@
 """The `runbook-bot` command: serve, migrate, look at and move incidents, verify logs,
 validate runbooks, decide on and run their steps, silence paging, see and take on-call,
-check the workers.
+check the workers; run the demo, rehearse with drills, hash console passwords.
 
 Exit codes: 0 done; 1 the operation failed or was refused (the message says why);
 2 bad usage or invalid settings.
@@ -16,8 +16,11 @@ from collections.abc import Callable, Sequence
 from bot import __version__
 from bot.cli import actions as action_commands
 from bot.cli import common
+from bot.cli import demo as demo_commands
+from bot.cli import drill as drill_commands
 from bot.cli import escalation as escalation_commands
 from bot.cli import incidents as incident_commands
+from bot.cli import passwords as password_commands
 from bot.cli import postmortem as postmortem_commands
 from bot.cli import runbooks as runbook_commands
 from bot.cli import server as server_commands
@@ -219,6 +222,10 @@ def _parser() -> argparse.ArgumentParser:
     step_commands.add_commands(commands)
     escalation_commands.add_commands(commands)
     postmortem_commands.add_commands(commands)
+
+    demo_commands.add_command(commands)
+    drill_commands.add_command(commands)
+    password_commands.add_commands(commands)
 
     sim = commands.add_parser(
         "sim",

@@ -1,10 +1,14 @@
-"""Commands that run or set up the service: serve, db upgrade, db current, sim."""
+"""Commands that run or set up the service: serve, db upgrade, db current, sim; and
+`run_service`, the start-up `serve` and `demo` share."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import signal
+import socket
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -16,18 +20,41 @@ from bot.db import Database
 
 if TYPE_CHECKING:
     from bot.chat.slack.app import SlackApp
+    from bot.runbooks.catalog import Catalog
+
+GRACEFUL_SHUTDOWN = 3
+"""Seconds uvicorn waits for open requests (an event stream never ends) when stopping."""
 
 
 def serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
-    from bot.cli.worker_process import WorkerProcess
     from bot.escalation import targets_from
     from bot.runbooks import catalog as catalogs
-    from bot.web import build_app
 
     runbooks = catalogs.load(settings)  # once per process; invalid runbooks stop the start
     targets_from(settings.escalation.targets)  # a target's missing secret stops it too
+    host, port = args.host or settings.listen_host, args.port or settings.listen_port
+    run_service(settings, runbooks, host=host, port=port)
+    return 0
+
+
+def run_service(
+    settings: Settings,
+    runbooks: Catalog,
+    *,
+    host: str,
+    port: int,
+    sock: socket.socket | None = None,
+    started: Callable[[], None] | None = None,
+) -> None:
+    """What `serve` and `demo` run until SIGTERM or Ctrl-C: the schema upgraded (SQLite)
+    or checked, the worker's child process, Slack when configured, and the app under
+    uvicorn on `host`:`port` (or on `sock`, already bound). `started` is called, in a
+    thread of its own, once the app answers."""
+    import uvicorn
+
+    from bot.cli.worker_process import WorkerProcess
+    from bot.web import build_app
+
     with common.database(settings, migrated=False) as db:
         if settings.is_sqlite:
             migrations.upgrade(db)
@@ -48,7 +75,6 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
             wake_chat=wake_chat,
             slack=slack if settings.slack_mode == "http" else None,
         )
-        host, port = args.host or settings.listen_host, args.port or settings.listen_port
         logging.getLogger(__name__).info(
             "listening on http://%s:%s (database %s, %d runbooks, %s)",
             host,
@@ -64,14 +90,37 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         if worker is not None:
             worker.start()
         socket_mode = _socket_mode(settings, slack)
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=settings.log_level,
+            access_log=False,
+            # Open server-sent-event streams (the console) never hold the shutdown.
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
+        )
+        server = uvicorn.Server(config)
+        if started is not None:
+            threading.Thread(
+                target=_when_started, args=(server, started), name="started", daemon=True
+            ).start()
         try:
-            uvicorn.run(app, host=host, port=port, log_level=settings.log_level, access_log=False)
+            server.run(sockets=[sock] if sock is not None else None)
+            if not server.started:  # uvicorn logged why (the port is taken, ...)
+                raise SystemExit(3)  # as `uvicorn.run` does
         finally:
             if socket_mode is not None:
                 socket_mode.close()
             if worker is not None:
                 worker.stop(timeout=settings.worker_lease.total_seconds())
-    return 0
+
+
+def _when_started(server: Any, started: Callable[[], None]) -> None:
+    while not server.started:
+        if server.should_exit:
+            return
+        time.sleep(0.02)
+    started()
 
 
 def _slack(

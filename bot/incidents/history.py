@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from bot.db import Database
-from bot.incidents.models import Alert
+from bot.incidents.models import DRILL_LABEL, Alert
 
 NODE_LABELS = ("Hostname", "node", "kubernetes_node", "nodename", "exported_node")
 """Labels that name the Kubernetes node in GPU alerts (DCGM exporter: `Hostname`)."""
@@ -27,8 +27,11 @@ def node_of(labels: dict[str, Any]) -> str | None:
     return None
 
 
-def alerts_on_node(db: Database, node: str, since: datetime) -> list[dict[str, Any]]:
+def alerts_on_node(
+    db: Database, node: str, since: datetime, *, drill: str | None = None
+) -> list[dict[str, Any]]:
     """Alerts whose node label is `node` and that started at or after `since`, oldest first.
+    Drill alerts count only in their own drill (`drill`): a rehearsed XID is no real drop.
 
     The database filters by the node labels (JSON extraction: `->>` on PostgreSQL,
     `json_extract` on SQLite), so a busy week's other nodes are never read; `node_of`
@@ -51,5 +54,5 @@ def alerts_on_node(db: Database, node: str, since: datetime) -> list[dict[str, A
                 "status": row.status,
             }
             for row in rows
-            if node_of(row.labels) == node
+            if node_of(row.labels) == node and row.labels.get(DRILL_LABEL) in (None, drill)
         ]

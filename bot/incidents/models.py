@@ -26,6 +26,10 @@ GENESIS = "0" * 64
 """The `prev_hash` of an incident's first log entry."""
 
 
+DRILL_LABEL = "runbook_bot_drill"
+"""The label `runbook-bot drill` puts on its alerts; its value is the drill's id."""
+
+
 class Incident(Base):
     __tablename__ = "incidents"
     __table_args__ = (
@@ -78,6 +82,9 @@ class Incident(Base):
     log_head: Mapped[str] = mapped_column(String(64), default=GENESIS)
     announced_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """The last log entry chat surfaces have taken (card update and thread post queued)."""
+    drill: Mapped[str | None] = mapped_column(String(64))
+    """The drill's id when `runbook-bot drill` opened this incident (its alerts carry the
+    `runbook_bot_drill` label): every step runs as a dry run, and no real alert joins it."""
 
     @property
     def ref(self) -> str:

@@ -35,6 +35,7 @@ def incident(row: Incident) -> dict[str, Any]:
         "reopened_at": _ts(row.reopened_at),
         "alerts_cleared_at": _ts(row.alerts_cleared_at),
         "updated_at": _ts(row.updated_at),
+        "drill": row.drill,
     }
 
 

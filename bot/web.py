@@ -20,10 +20,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from bot import escalation, migrations
 from bot.alerts import ingest, webhook
+from bot.chat.console import console_routes
 from bot.chat.slack.app import SlackApp
 from bot.clock import Clock
 from bot.config import Settings
@@ -62,10 +63,13 @@ def build_app(
     wake: Callable[[], None] | None = None,
     wake_chat: Callable[[], None] | None = None,
     slack: SlackApp | None = None,
+    on_console_login: Callable[[str], None] | None = None,
 ) -> Starlette:
     """The app. With `catalog`, opening incidents get their runbook; `wake` tells the
     worker that a step may be ready to run, `wake_chat` the chat sender that an incident's
-    log grew. With `slack`, Slack's requests arrive at `/slack/events`."""
+    log grew. With `slack`, Slack's requests arrive at `/slack/events`. With the console
+    on (`console.enabled`), its pages are served at `/`; `on_console_login` is told who
+    logs in to it."""
 
     def open_counts() -> dict[str, int]:
         with db.session() as session:
@@ -275,7 +279,7 @@ def build_app(
         data = await run_in_threadpool(generate_latest, metrics.registry)
         return Response(data, media_type=CONTENT_TYPE_LATEST)
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/webhooks/alertmanager", alertmanager, methods=["POST"]),
         *([Route("/slack/events", slack.handle_http, methods=["POST"])] if slack else []),
         Route("/api/incidents", list_incidents, methods=["GET"]),
@@ -298,6 +302,14 @@ def build_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_page, methods=["GET"]),
     ]
+    if settings.console.enabled:
+
+        def woken() -> None:
+            for call in (wake, wake_chat):
+                if call is not None:
+                    call()
+
+        routes += console_routes(settings, db, clock, woken, on_console_login)
     app = Starlette(
         routes=routes,
         middleware=[Middleware(RequestMetrics, metrics=metrics)],

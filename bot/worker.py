@@ -248,7 +248,7 @@ class Worker:
             if handover.announce and self.chat is not None:
                 text = oncall.summary(oncall.unclosed(session), handover, now)
                 for person in (handover.outgoing, handover.incoming):
-                    if person is not None and person.startswith("slack:"):
+                    if person is not None and ladder.reachable(self.settings, person):
                         self.chat.tell(session, person, text, now)
             return 1
 

@@ -28,8 +28,9 @@ TARGET_KEYS = ("node", "nodes", "gpu", "gpus", "queue", "namespace", "pod")
 """Parameters a confirm dialog names, in this order."""
 
 
-def card(session: Session, number: int, now: datetime) -> CardView:
-    """The incident's card as it stands."""
+def card(session: Session, number: int, now: datetime, *, console: str | None = None) -> CardView:
+    """The incident's card as it stands; `console` is the console's public URL, for a
+    link to the incident's page there."""
     incident = incidents.get(session, number)
     alerts = incidents.alerts_of(session, number)
     frozen = session.get(IncidentRunbook, number)
@@ -56,6 +57,7 @@ def card(session: Session, number: int, now: datetime) -> CardView:
         nodes=_nodes(alerts),
         disposition=incident.disposition,
         escalation=escalation(session, number),
+        url=f"{console.rstrip('/')}/incidents/{number}" if console else None,
     )
 
 
@@ -108,18 +110,18 @@ def _step(row: StepRow) -> StepView:
         run_id=row.run_id,
         attempt=row.attempt,
         action=row.action,
-        risk=_risk(row.action),
+        risk=risk_of(row.action),
         params=dict(row.params),
         approvals=row.approvals,
         approvals_required=row.approvals_required,
         approvers=tuple(row.approvers),
         expires_at=datetime.fromisoformat(row.expires_at) if row.expires_at else None,
         summary=row.summary,
-        targets=_targets(row.params),
+        targets=targets_of(row.params),
     )
 
 
-def _risk(action: str | None) -> str | None:
+def risk_of(action: str | None) -> str | None:
     if action is None:
         return None
     try:
@@ -128,7 +130,7 @@ def _risk(action: str | None) -> str | None:
         return None
 
 
-def _targets(params: dict[str, object]) -> tuple[str, ...]:
+def targets_of(params: dict[str, object]) -> tuple[str, ...]:
     """`node=gpu-node-02, gpu=5` -> ("gpu-node-02", "GPU 5"): what a confirm names."""
     found = []
     for key in TARGET_KEYS:

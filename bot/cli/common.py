@@ -80,7 +80,9 @@ def run_workers(
     threads: list[threading.Thread] = []
     wake_pagers = threading.Event()
     with database(settings) as db:
-        chat = None
+        from bot.chat import Chat
+
+        chat: Chat | None = None
         if settings.slack_enabled:
             from bot.chat import slack
             from bot.chat.outbox import OutboxChat
@@ -96,6 +98,10 @@ def run_workers(
                     name="slack-sender",
                 )
             )
+        if settings.console.enabled:
+            from bot.chat.console.chat import BothChats, ConsoleChat
+
+            chat = BothChats(chat, ConsoleChat())
         if targets:
             for index in range(settings.escalation.pagers):
                 pager = Pager(db, SystemClock(), targets)

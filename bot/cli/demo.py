@@ -50,7 +50,17 @@ def add_command(commands: Any) -> None:
     demo.add_argument(
         "--dir", metavar="DIR", help="keep the database here (default: a temporary directory)"
     )
-    demo.add_argument("--delay", default="5s", help="wait before the first alert (default 5s)")
+    demo.add_argument(
+        "--delay",
+        default="5s",
+        help="wait before the first alert, from the first console login (default 5s)",
+    )
+    demo.add_argument(
+        "--after",
+        choices=["login", "start"],
+        default="login",
+        help="count --delay from the first console login (default) or from the start",
+    )
     demo.add_argument("--every", default="45s", help="between scenarios with all (default 45s)")
     demo.add_argument(
         "--password", metavar="PW", help="one password for every demo user (default: random)"
@@ -161,6 +171,7 @@ def _run(
             every=every,
             token=token,
             said=_say,
+            after_login=args.after == "login",
         )
 
         def started() -> None:
@@ -174,21 +185,27 @@ def _run(
                 f"webhook: POST {url}webhooks/alertmanager "
                 f"(Authorization: Bearer, the token in {token_file})"
             )
-            lines += _plan(scenarios, delay, every)
+            lines += _plan(scenarios, delay, every, args.after)
             lines.append("Ctrl-C stops the demo.")
             _say("\n".join(lines))
             play.start()
 
         try:
             server_commands.run_service(
-                settings, catalog, host=args.host, port=port, sock=sock, started=started
+                settings,
+                catalog,
+                host=args.host,
+                port=port,
+                sock=sock,
+                started=started,
+                on_console_login=play.logged_in,
             )
         finally:
             play.close()
             sock.close()
 
 
-def _plan(scenarios: list[str], delay: float, every: float) -> list[str]:
+def _plan(scenarios: list[str], delay: float, every: float, after: str) -> list[str]:
     from bot.sim import alerts
 
     if not scenarios:
@@ -197,9 +214,9 @@ def _plan(scenarios: list[str], delay: float, every: float) -> list[str]:
     for index, name in enumerate(scenarios):
         e = alerts.get(name)
         at = delay + index * every
+        when = f"{at:.0f}s after the first login" if after == "login" else f"in {at:.0f}s"
         lines.append(
-            f"scenario {name} in {at:.0f}s: {e.what}; {e.alertname} ({e.severity}) "
-            f"-> runbook {e.runbook}"
+            f"scenario {name} {when}: {e.what}; {e.alertname} ({e.severity}) -> runbook {e.runbook}"
         )
     return lines
 

@@ -45,6 +45,7 @@ def run_service(
     port: int,
     sock: socket.socket | None = None,
     started: Callable[[], None] | None = None,
+    on_console_login: Callable[[str], None] | None = None,
 ) -> None:
     """What `serve` and `demo` run until SIGTERM or Ctrl-C: the schema upgraded (SQLite)
     or checked, the worker's child process, Slack when configured, and the app under
@@ -74,6 +75,7 @@ def run_service(
             wake=wake,
             wake_chat=wake_chat,
             slack=slack if settings.slack_mode == "http" else None,
+            on_console_login=on_console_login,
         )
         logging.getLogger(__name__).info(
             "listening on http://%s:%s (database %s, %d runbooks, %s)",

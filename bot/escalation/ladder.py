@@ -481,7 +481,12 @@ def recipients(
     unreachable: list[str] = []
 
     def person(who: str, why: str) -> None:
-        if not who.startswith("slack:"):
+        if console_user(settings, who):
+            if not has_chat:
+                unreachable.append(f"{who} (this worker was started without chat)")
+            elif who not in chat:
+                chat.append(who)
+        elif not who.startswith("slack:"):
             unreachable.append(f"{who} ({why}: no chat address; write people as slack:U…)")
         elif not settings.slack_enabled:
             unreachable.append(f"{who} (Slack is not configured)")
@@ -511,6 +516,21 @@ def recipients(
         else:
             person(entry, "named")
     return Paging(chat, targets, unreachable)
+
+
+def console_user(settings: Settings, who: str) -> bool:
+    """Whether `who` is reached through the web console: one of its users (or `admin`
+    when an admin token is set) while the console is on."""
+    console = settings.console
+    if not console.enabled:
+        return False
+    has_token = console.admin_token is not None or console.admin_token_file is not None
+    return who in console.users or (who == "admin" and has_token)
+
+
+def reachable(settings: Settings, who: str) -> bool:
+    """Whether chat can reach `who` at all: a console user, or a Slack id with Slack on."""
+    return console_user(settings, who) or (who.startswith("slack:") and settings.slack_enabled)
 
 
 # --- queries for the card, the CLI and /readyz -----------------------------------------------

@@ -90,8 +90,14 @@ def paged(session: Session, settings: Settings, now: datetime) -> list[str]:
 
 
 def role_holders(settings: Settings, role: str) -> list[str]:
-    """People given `role` in `roles`, then the Slack user groups of it (`slack:S…`)."""
+    """People given `role` in `roles` or as console users, then the Slack user groups of it
+    (`slack:S…`)."""
     people = [who for who, roles in settings.roles.items() if role in roles]
+    people += [
+        name
+        for name, user in settings.console.users.items()
+        if role in user.roles and name not in people
+    ]
     groups = [f"slack:{group}" for group in settings.slack_role_groups.get(cast(Any, role), [])]
     return people + groups
 

@@ -86,8 +86,9 @@ def expand(scenario: str) -> list[str]:
 
 
 class Player:
-    """Plays `scenarios` against the bot at `url`: `delay` seconds after start, then one
-    every `every` seconds. `said` gets one line per scenario played."""
+    """Plays `scenarios` against the bot at `url`: `delay` seconds after it starts (with
+    `after_login`: after the first login to the console, `logged_in`), then one every
+    `every` seconds. `said` gets one line per scenario played."""
 
     def __init__(
         self,
@@ -99,20 +100,32 @@ class Player:
         every: float,
         token: str | None = None,
         said: Callable[[str], None] = print,
+        after_login: bool = False,
     ) -> None:
         self.sim, self.url, self.scenarios = sim, url, list(scenarios)
         self.delay, self.every, self.token, self.said = delay, every, token, said
         self.stop = threading.Event()
+        self._login = threading.Event()
+        if not after_login:
+            self._login.set()
         self._thread = threading.Thread(target=self._run, name="scenario-player", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def logged_in(self, user: str) -> None:
+        """Someone logged in to the console: the countdown may start."""
+        if not self._login.is_set():
+            self._login.set()
+            self.said(f"{user} logged in: the first scenario fires in {self.delay:.0f}s")
+
     def close(self) -> None:
         self.stop.set()
+        self._login.set()
         self._thread.join(timeout=TIMEOUT + 1)
 
     def _run(self) -> None:
+        self._login.wait()
         with httpx.Client(base_url=self.url, timeout=TIMEOUT) as client:
             wait = self.delay
             for name in self.scenarios:

@@ -24,6 +24,7 @@ from bot.chat.models import ChatCard, OutboxMessage
 from bot.chat.slack.sender import SlackSender
 from bot.clock import SystemClock
 from bot.config import load_settings
+from bot.console_settings import ConsoleSettings
 from bot.db import Database
 from bot.incidents import service as incidents
 from bot.sim import SimHandle
@@ -404,3 +405,18 @@ def test_the_last_token_of_a_busy_channel_is_kept_for_a_new_card(chat: Chat) -> 
 
     assert f"INC-{number}" in (chat.slack.messages(CHANNEL)[-1].text or "")
     assert not chat.sender.run_once()  # and now the channel waits, new or not
+
+
+def test_with_the_consoles_public_url_a_card_links_to_its_console_page(chat: Chat) -> None:
+    console = ConsoleSettings(public_url="https://runbook-bot.example.com/")
+    settings = chat.settings.model_copy(update={"console": console})
+    sender = SlackSender(chat.rig.db, settings, chat.rig.clock, slack_chat.api(settings))
+    chat.rig.write(TWO_STEPS)
+    number = chat.rig.fire(host="gpu-node-01")
+    for _ in range(20):
+        if not sender.run_once():
+            break
+
+    (card,) = chat.cards()
+    link = f"<https://runbook-bot.example.com/incidents/{number}|open in console>"
+    assert link in _texts([card])

@@ -7,7 +7,9 @@ Each test runs the command as a subprocess from the repository root, as a user w
 
 from __future__ import annotations
 
+import re
 import signal
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,7 @@ def _waiting(client: httpx.Client, ref: str, step: str) -> dict[str, Any] | None
 def test_the_xid_demo_prints_its_logins_and_the_gpu_is_cordoned_and_drained_on_approval(
     tmp_path: Path,
 ) -> None:
-    with demo(tmp_path, "--scenario", "xid79", "--delay", "1s") as running:
+    with demo(tmp_path, "--scenario", "xid79", "--delay", "1s", "--after", "start") as running:
         assert running.lines[1:5] == [
             f"login: oncall {PASSWORD} (responder)",
             f"login: second {PASSWORD} (second_line)",
@@ -107,7 +109,9 @@ def test_the_xid_demo_prints_its_logins_and_the_gpu_is_cordoned_and_drained_on_a
 def test_all_fires_the_five_emergencies_each_into_its_own_runbook_and_ctrl_c_ends_it(
     tmp_path: Path,
 ) -> None:
-    with demo(tmp_path, "--scenario", "all", "--delay", "0s", "--every", "1s") as running:
+    with demo(
+        tmp_path, "--scenario", "all", "--delay", "0s", "--every", "1s", "--after", "start"
+    ) as running:
         planned = [line.split(" in ")[0] for line in running.lines if line.startswith("scenario ")]
         assert planned == [f"scenario {name}" for name in alerts.names()]
         with running.client() as client:
@@ -121,6 +125,22 @@ def test_all_fires_the_five_emergencies_each_into_its_own_runbook_and_ctrl_c_end
         folder = running.folder
         assert running.stop(signal.SIGINT) == 0
         assert not folder.exists()
+
+
+def test_by_default_the_scenario_waits_for_the_first_console_login(tmp_path: Path) -> None:
+    with demo(tmp_path, "--scenario", "xid79", "--delay", "0s") as running:
+        assert running.said("scenario xid79 0s after the first login").startswith("GPU 5")
+        with running.client() as api:
+            time.sleep(2)  # a scenario that ignored the login would have fired by now
+            assert _incidents(api) == []
+            with httpx.Client(base_url=running.url, timeout=10) as browser:
+                form = browser.get("/login")
+                csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+                assert csrf is not None, form.text
+                fields = {"username": "viewer", "password": PASSWORD, "csrf": csrf.group(1)}
+                assert browser.post("/login", data=fields).status_code == 303
+            eventually(lambda: _incidents(api), timeout=30, what="the XID incident")
+        assert running.stop() == 0
 
 
 def test_with_dir_the_demo_keeps_its_database_after_it_stops(tmp_path: Path) -> None:

@@ -1,0 +1,18 @@
+"""The built-in web console: the incident list, one page per incident with its card and
+buttons, the live log, follow-ups and the postmortem draft, served by the bot at `/`.
+
+A request flows: `routes` (Starlette, thin) reads the session cookie (`sessions`), finds
+the user (`auth`), reads what the page shows through `pages` (the same `bot.chat.cards`
+views Slack renders) and renders it with `render` (Jinja2, autoescaped, templates and
+static files inside the package). A button is a POST with the session's CSRF token; it is
+checked, then decided through `bot.chat.decisions`, the code Slack's buttons run, so the
+role checks are the same. Pages and messages for console users are stored by
+`chat.ConsoleChat` and shown to them.
+"""
+
+from __future__ import annotations
+
+from bot.chat.console.chat import BothChats, ConsoleChat
+from bot.chat.console.routes import console_routes
+
+__all__ = ["BothChats", "ConsoleChat", "console_routes"]

@@ -32,8 +32,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bot import escalation
-from bot.chat import cards, outbox
+from bot.chat import cards, decisions, outbox
+from bot.chat.decisions import Clicker
 from bot.chat.models import ChatCard, SlackRequest
 from bot.chat.slack import blocks
 from bot.chat.slack.client import SlackApi
@@ -51,7 +51,6 @@ from bot.postmortem import followups
 from bot.postmortem import service as postmortems
 from bot.postmortem.models import TYPES, Followup
 from bot.postmortem.render import Lang
-from bot.runbooks import service as runbooks
 from bot.runbooks.models import StepRun
 
 logger = logging.getLogger(__name__)
@@ -90,6 +89,7 @@ class SlackApp:
         self.api = api
         self.roles = Roles(settings, api)
         self._wakes = [w for w in (wake, wake_chat) if w is not None]
+        self.decisions = decisions.Decisions(settings, db, clock, self.wake)
         self.app = App(
             signing_secret=settings.slack_secret("signing_secret") or "",
             client=api.web,
@@ -102,18 +102,10 @@ class SlackApp:
         self.app.action("step.skip")(self._step_button("skip"))
         self.app.action("step.done")(self._done_button)
         self.app.action("incident.ack")(
-            self._incident_button(
-                "acknowledge",
-                lambda s, n, actor, now: escalation.acknowledge(s, n, actor=actor, at=now),
-            )
+            self._incident_button("acknowledge", self.decisions.acknowledge)
         )
         self.app.action("incident.own")(
-            self._incident_button(
-                "take ownership of",
-                lambda s, n, actor, now: incidents.assign_owner(
-                    s, n, actor.id, actor=actor, at=now
-                ),
-            )
+            self._incident_button("take ownership of", self.decisions.own)
         )
         self.app.action("incident.resolve")(self._resolve_button)
         self.app.view("incident.resolve")(self._resolve_submitted)
@@ -165,19 +157,12 @@ class SlackApp:
             if run is None or not self._allowed(user, run.incident_number, body, "decide on"):
                 ack()
                 return
-            call = runbooks.approve if decision == "approve" else runbooks.skip
-            extra = {"params_hash": run.params_hash} if decision == "approve" else {}
+            who = self._clicker(user)
             self._decide(
                 body,
                 run.incident_number,
-                lambda: call(
-                    self.db,
-                    run.incident_number,
-                    run.step_id,
-                    person=person(user["id"]),
-                    clock=self.clock,
-                    settings=self._settings_for(user["id"]),
-                    **extra,
+                lambda: self.decisions.step(
+                    who, run, "approve" if decision == "approve" else "skip"
                 ),
             )
             ack()
@@ -192,19 +177,15 @@ class SlackApp:
         ack()
 
     def _incident_button(
-        self, what: str, change: Callable[[Session, int, log.Actor, datetime], object]
+        self, what: str, change: Callable[[Clicker, int], object]
     ) -> Callable[..., None]:
         """A button that changes the incident it names (its value is the number)."""
 
         def handle(ack: Ack, body: dict[str, Any]) -> None:
             user, number = _user(body), _number(body)
             if number is not None and self._allowed(user, number, body, what):
-                actor = _actor(user)
-                self._decide(
-                    body,
-                    number,
-                    lambda: self._in_tx(lambda s, now: change(s, number, actor, now)),
-                )
+                who = self._clicker(user)
+                self._decide(body, number, lambda: change(who, number))
             ack()
 
         return handle
@@ -223,17 +204,15 @@ class SlackApp:
         user = _user(body)
         number = int(view["private_metadata"])
         disposition = _input(view, "disposition")
-        if not self.roles.of(user["id"]):
-            ack(response_action="errors", errors={"disposition": _no_role("resolve")})
+        who = self._clicker(user)
+        if not who.roles:
+            ack(response_action="errors", errors={"disposition": decisions.no_role("resolve")})
             return
         try:
-            runbooks.resolve(
-                self.db, number, actor=_actor(user), clock=self.clock, disposition=disposition
-            )
+            self.decisions.resolve(who, number, disposition)
         except BotError as exc:
             ack(response_action="errors", errors={"disposition": str(exc)[:150]})
             return
-        self.wake()
         ack()
 
     def _done_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
@@ -241,23 +220,15 @@ class SlackApp:
         note = _input(view, "note")
         with self.db.session() as session:
             run = session.get(StepRun, int(view["private_metadata"]))
-        if run is None or not self.roles.of(user["id"]):
-            ack(response_action="errors", errors={"note": _no_role("decide on")})
+        who = self._clicker(user)
+        if run is None or not who.roles:
+            ack(response_action="errors", errors={"note": decisions.no_role("decide on")})
             return
         try:
-            runbooks.complete(
-                self.db,
-                run.incident_number,
-                run.step_id,
-                person=person(user["id"]),
-                clock=self.clock,
-                settings=self._settings_for(user["id"]),
-                note=note,
-            )
+            self.decisions.step(who, run, "done", note=note)
         except BotError as exc:
             ack(response_action="errors", errors={"note": str(exc)[:150]})
             return
-        self.wake()
         ack()
 
     # --- /incident ---------------------------------------------------------------------
@@ -295,16 +266,15 @@ class SlackApp:
                 return blocks.card(cards.card(session, number, now))
         if verb == "postmortem":
             return self._postmortem(number, args[1:], now)
-        if not self.roles.of(user["id"]):
-            self._log_refusal(user, number, verb)
-            return blocks.ephemeral(_no_role(verb))
-        actor = _actor(user)
+        who = self._clicker(user)
+        refusal = self.decisions.allowed(who, number, verb)
+        if refusal is not None:
+            return blocks.ephemeral(refusal)
         if verb == "ack":
-            self._in_tx(lambda s, at: escalation.acknowledge(s, number, actor=actor, at=at))
-            self.wake()
+            self.decisions.acknowledge(who, number)
             return blocks.ephemeral(f"INC-{number} acknowledged")
         if verb == "owner":
-            owner = actor.id
+            owner = None
             if len(args) > 1:
                 mention = MENTION.match(args[1])
                 if mention is None:
@@ -312,13 +282,11 @@ class SlackApp:
                         "name the owner as a mention: `/incident owner INC-7 @user`"
                     )
                 owner = person(mention.group(1))
-            self._in_tx(lambda s, at: incidents.assign_owner(s, number, owner, actor=actor, at=at))
-            self.wake()
+            owner = self.decisions.own(who, number, owner)
             return blocks.ephemeral(f"INC-{number} is owned by {owner}")
         if verb == "silence":
             length = _duration(args[1:], f"/incident silence INC-{number} 2h")
-            self._in_tx(lambda s, at: escalation.silence(s, number, length, actor=actor, at=at))
-            self.wake()
+            self.decisions.silence(who, number, length)
             until = now + length
             day = "%H:%M" if until.date() == now.date() else "%a %H:%M"
             return blocks.ephemeral(
@@ -326,8 +294,7 @@ class SlackApp:
                 f"{until.strftime(day)} UTC; then its escalation resumes"
             )
         note = " ".join(args[1:]).strip() or None
-        runbooks.resolve(self.db, number, actor=actor, clock=self.clock, disposition=note)
-        self.wake()
+        self.decisions.resolve(who, number, note)
         return blocks.ephemeral(f"INC-{number} resolved")
 
     def _postmortem(
@@ -419,28 +386,14 @@ class SlackApp:
                     f"INC-{number} has no follow-ups; add one: `{FOLLOWUP_EXAMPLE}`"
                 )
             return blocks.ephemeral(f"Follow-ups of INC-{number}:\n" + "\n".join(lines))
-        if not self.roles.of(user["id"]):
-            self._log_refusal(user, number, "add follow-ups to")
-            return blocks.ephemeral(_no_role("add follow-ups to"))
+        who = self._clicker(user)
+        refusal = self.decisions.allowed(who, number, "add follow-ups to")
+        if refusal is not None:
+            return blocks.ephemeral(refusal)
         title, owner, deadline, kind = _followup_words(args[1:])
-        actor = _actor(user)
-        item = cast(
-            Followup,
-            self._in_tx(
-                lambda s, at: followups.add(
-                    s,
-                    number,
-                    title,
-                    type=kind,
-                    owner=owner,
-                    deadline=deadline,
-                    link=None,
-                    actor=actor,
-                    now=at,
-                )
-            ),
+        item = self.decisions.add_followup(
+            who, number, title, kind=kind, owner=owner, deadline=deadline
         )
-        self.wake()
         text = f"Follow-up #{item.id} added to INC-{number}: {_followup_line(item)}"
         if owner is None or deadline is None:
             text += (
@@ -452,38 +405,18 @@ class SlackApp:
 
     # --- helpers -----------------------------------------------------------------------
 
-    def _settings_for(self, user_id: str) -> Settings:
-        """The settings with this user's roles as `roles` knows them (groups included)."""
-        roles = dict(self.settings.roles)
-        roles[person(user_id)] = self.roles.of(user_id)  # type: ignore[assignment]
-        return self.settings.model_copy(update={"roles": roles})
+    def _clicker(self, user: dict[str, str]) -> Clicker:
+        """The Slack user as the shared decisions know them: their roles as `roles` and
+        the user groups give them."""
+        actor = _actor(user)
+        return Clicker(actor.id, actor.name, tuple(self.roles.of(user["id"])))
 
     def _allowed(self, user: dict[str, str], number: int, body: dict[str, Any], what: str) -> bool:
-        if self.roles.of(user["id"]):
+        refusal = self.decisions.allowed(self._clicker(user), number, what)
+        if refusal is None:
             return True
-        self._log_refusal(user, number, what)
-        self._ephemeral(body, _no_role(what))
+        self._ephemeral(body, refusal)
         return False
-
-    def _log_refusal(self, user: dict[str, str], number: int, what: str) -> None:
-        actor = _actor(user)
-
-        def record(session: Session, now: datetime) -> None:
-            incident = incidents.get(session, number, lock=True)
-            log.append(
-                session,
-                incident,
-                at=now,
-                actor=actor,
-                type="chat.refused",
-                summary=f"{actor.name} has no role and may not {what} {incident.ref}",
-                data={"user": actor.id, "wanted": what},
-            )
-
-        try:
-            self._in_tx(record)
-        except BotError as exc:
-            logger.warning("could not log a refused click: %s", exc)
 
     def _decide(self, body: dict[str, Any], number: int, call: Callable[[], object]) -> None:
         try:
@@ -500,10 +433,6 @@ class SlackApp:
         if run is None:
             self._ephemeral(body, "that step no longer exists; refresh the incident card")
         return run
-
-    def _in_tx(self, call: Callable[[Session, datetime], object]) -> object:
-        with self.db.transaction() as session:
-            return call(session, self.clock.now())
 
     def _ephemeral(self, body: dict[str, Any], text: str) -> None:
         """Tell only the clicker (through the outbox, like every message)."""
@@ -636,10 +565,3 @@ def _followup_line(item: Followup) -> str:
     by = item.deadline.isoformat() if item.deadline else "no deadline"
     link = f" {item.link}" if item.link else ""
     return f"#{item.id} {item.title} ({item.type}, {item.status}; {owner}, {by}){link}"
-
-
-def _no_role(what: str) -> str:
-    return (
-        f"you need the responder role to {what} incidents; ask an admin to add you to the "
-        "on-call user group"
-    )

@@ -33,7 +33,6 @@ from bot.chat.slack.mrkdwn import (
     button,
     clip,
     context,
-    elapsed,
     escape,
     mrkdwn,
     names,
@@ -42,10 +41,10 @@ from bot.chat.slack.mrkdwn import (
     plain,
     safe,
     section,
-    utc,
     with_mentions,
 )
-from bot.chat.views import CardView, EscalationView, LogLine, StepView
+from bot.chat.views import CardView, LogLine, StepView
+from bot.chat.wording import elapsed, escalation_line, utc
 
 __all__ = [
     "ThreadPost",
@@ -123,47 +122,6 @@ def _status(view: CardView) -> Block:
     if view.url and SAFE_URL.fullmatch(view.url):
         parts.append(f"<{view.url}|open in console>")
     return context(" · ".join(parts))
-
-
-def escalation_line(view: CardView) -> str | None:
-    """`Escalation: level 2 of 3 paged 03:15 UTC · next: level 3 at 03:45 UTC`, short
-    enough for a phone; None when the incident does not escalate or is over."""
-    esc = view.escalation
-    if esc is None or not view.active:
-        return None
-    return f"Escalation: {_escalation_state(esc, view)}"
-
-
-def _escalation_state(esc: EscalationView, view: CardView) -> str:
-    now = view.now
-    if esc.next_kind == "resume" or (esc.silenced_until and utc(esc.silenced_until) > utc(now)):
-        until = esc.silenced_until or esc.next_at
-        return f"silenced until {_clock(until, now)}" if until else "silenced"
-    if view.status == "acknowledged":
-        if esc.next_kind == "ack" and esc.next_at is not None:
-            return f"acknowledged · re-page at {_clock(esc.next_at, now)} unless resolved"
-        return "acknowledged"
-    again = f" (round {esc.round})" if esc.round > 1 else ""
-    if esc.level == 0:
-        text = "not paged yet"
-    else:
-        text = f"level {esc.level} of {esc.levels}{again} paged"
-        if esc.paged_at is not None:
-            text += f" {_clock(esc.paged_at, now)}"
-    if esc.next_kind == "level" and esc.next_at is not None:
-        hours = " (working hours)" if esc.working_hours_only else ""
-        rung = f"level {esc.next_level}" if esc.next_level else "next level"
-        sep = " · " if esc.level == 0 else " · next: "
-        return f"{text}{sep}{rung} at {_clock(esc.next_at, now)}{hours}"
-    if esc.next_kind is None and esc.level >= esc.levels:
-        return "ladder exhausted: nobody acknowledged"
-    return text
-
-
-def _clock(at: datetime, now: datetime) -> str:
-    """`03:45 UTC`, or `Mon 09:00 UTC` when it is not today (UTC)."""
-    at, now = utc(at), utc(now)
-    return at.strftime("%H:%M UTC" if at.date() == now.date() else "%a %H:%M UTC")
 
 
 def _facts(facts: dict[str, str]) -> Block:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 Block = dict[str, Any]
@@ -99,25 +98,6 @@ def names(items: Iterable[str], limit: int = NAMES) -> str:
         used += len(part) + 2
     rest = len(names) - len(shown)
     return escape(", ".join(shown)) + (f" and {rest} more" if rest else "")
-
-
-def elapsed(delta: timedelta) -> str:
-    """`45s`, `42m`, `3h 05m`, `2d 04h`: two units at most, to read at a glance."""
-    seconds = max(0, int(delta.total_seconds()))
-    minutes, secs = divmod(seconds, 60)
-    hours, mins = divmod(minutes, 60)
-    days, hrs = divmod(hours, 24)
-    if days:
-        return f"{days}d {hrs:02d}h"
-    if hours:
-        return f"{hours}h {mins:02d}m"
-    if minutes:
-        return f"{minutes}m"
-    return f"{secs}s"
-
-
-def utc(at: datetime) -> datetime:
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 # --- Block Kit objects -------------------------------------------------------------------

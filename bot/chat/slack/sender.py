@@ -190,7 +190,10 @@ class SlackSender:
         if row.kind == outbox.CARD:
             assert row.incident_number is not None
             card = session.get(ChatCard, row.incident_number)
-            d.text, d.blocks = blocks.card(cards.card(session, row.incident_number, now))
+            console = self.settings.console
+            link = console.public_url if console.enabled else None
+            view = cards.card(session, row.incident_number, now, console=link)
+            d.text, d.blocks = blocks.card(view)
             d.ts, d.since = (card.ts if card is not None else None), row.created_at
             return d
         if row.kind == outbox.THREAD:

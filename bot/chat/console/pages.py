@@ -1,0 +1,91 @@
+"""What the console's pages show, read from the database in one session each: the
+incident list, an incident's card, log, follow-ups, and the pages and messages of the
+logged-in user. Cards and log lines are `bot.chat.cards` views, as Slack renders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from bot.chat import cards
+from bot.chat.console import chat
+from bot.chat.views import CardView, LogLine
+from bot.errors import RequestRejected
+from bot.incidents import service as incidents
+from bot.incidents.models import ACTIVE_STATUSES, Incident
+from bot.postmortem import followups
+from bot.postmortem.models import Followup
+
+STATUSES = ("active", "all", "open", "acknowledged", "resolved", "closed")
+SEVERITIES = ("all", "critical", "warning", "info")
+LIST_LIMIT = 200
+LAST_SEQ = 2**31 - 1
+"""The largest sequence number (the column is a 32-bit integer on PostgreSQL)."""
+
+
+@dataclass(frozen=True)
+class Filters:
+    status: str = "active"
+    severity: str = "all"
+
+    @classmethod
+    def parse(cls, status: str | None, severity: str | None) -> Filters:
+        status, severity = status or "active", severity or "all"
+        if status not in STATUSES:
+            raise RequestRejected(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        if severity not in SEVERITIES:
+            raise RequestRejected(
+                f"severity must be one of {', '.join(SEVERITIES)}, not {severity!r}"
+            )
+        return cls(status, severity)
+
+    def statuses(self) -> tuple[str, ...]:
+        if self.status == "active":
+            return ACTIVE_STATUSES
+        return () if self.status == "all" else (self.status,)
+
+    def severities(self) -> tuple[str, ...]:
+        return () if self.severity == "all" else (self.severity,)
+
+
+@dataclass(frozen=True)
+class ListPage:
+    incidents: list[Incident]
+    paged: list[tuple[Incident, str]]
+    messages: list[tuple[datetime, str]]
+
+
+@dataclass(frozen=True)
+class IncidentPage:
+    card: CardView
+    log: list[LogLine]
+    followups: list[Followup]
+    paged: list[tuple[Incident, str]]
+
+
+def incident_list(session: Session, filters: Filters, user: str) -> ListPage:
+    found = incidents.list_incidents(
+        session, status=filters.statuses(), severity=filters.severities(), limit=LIST_LIMIT
+    )
+    return ListPage(found, chat.paged(session, user), chat.messages(session, user))
+
+
+def incident(session: Session, number: int, user: str, now: datetime) -> IncidentPage:
+    card = cards.card(session, number, now)
+    return IncidentPage(
+        card,
+        cards.log_lines(session, number, 1, LAST_SEQ),
+        followups.of_incident(session, number),
+        chat.paged(session, user),
+    )
+
+
+def card(session: Session, number: int, now: datetime) -> CardView:
+    return cards.card(session, number, now)
+
+
+def log_after(session: Session, number: int, seq: int) -> list[LogLine]:
+    incidents.get(session, number)  # IncidentNotFound for a wrong number
+    return cards.log_lines(session, number, seq + 1, LAST_SEQ)

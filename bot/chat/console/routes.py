@@ -1,0 +1,591 @@
+"""The console's routes: read the session, check the CSRF token of every POST, call
+`pages` or `decisions`, render. Blocking work runs in the thread pool.
+
+Without a login a page redirects (303) to `/login?next=...` and a POST answers 401. A POST
+with a missing or wrong CSRF token answers 403. A button answers JSON (`{"ok", "flash"}`)
+to the console's JavaScript (`Accept: application/json`), and otherwise a 303 back to the
+incident page with the answer in a one-time flash cookie, so buttons work without it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import date
+from typing import cast
+from urllib.parse import parse_qs, quote
+
+import anyio
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from bot.chat import cards
+from bot.chat.console import pages, render
+from bot.chat.console.auth import Auth, LoginThrottled
+from bot.chat.console.sessions import COOKIE, FLASH, LOGIN, Login, Signer
+from bot.chat.decisions import Clicker, Decisions
+from bot.chat.views import CardView, LogLine
+from bot.chat.wording import escalation_line
+from bot.clock import Clock
+from bot.config import Settings
+from bot.db import Database
+from bot.errors import BotError, IncidentNotFound, RequestRejected, StorageUnavailable
+from bot.postmortem import followups
+from bot.postmortem import service as postmortems
+from bot.postmortem.models import TYPES
+from bot.postmortem.render import Lang
+from bot.runbooks.models import StepRun
+
+logger = logging.getLogger(__name__)
+
+MAX_FORM_BYTES = 16 * 1024
+POLL_S = 0.5
+"""How often an event stream looks for new log entries."""
+STREAM_S = 60.0
+"""An event stream ends after this long (the browser reconnects with Last-Event-ID), so
+shutting the server down never waits on one."""
+KEEPALIVE_S = 5.0
+CSRF_REFUSED = "CSRF token missing or wrong; reload the page and try again"
+NO_ROLE_HINT = "to give you a role (console.users.NAME.roles in the settings)"
+WRONG_LOGIN = "wrong user name or password"
+LOGIN_CSRF_REFUSED = (
+    "the login form expired or was not this page's (CSRF check); log in again on this page"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+        "object-src 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "X-Content-Type-Options": "nosniff",
+}
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class Unconfirmed(BotError):
+    """A disruptive step approved without confirming its targets (`confirmed=1`)."""
+
+    def __init__(self, run: StepRun) -> None:
+        self.run = run
+        self.targets = ", ".join(cards.targets_of(run.params)) or "(no targets named)"
+        super().__init__(
+            f"step {run.step_id} is disruptive: confirm its targets ({self.targets}) first"
+        )
+
+
+Decision = Callable[[Clicker, int, dict[str, str]], str]
+
+
+def console_routes(
+    settings: Settings,
+    db: Database,
+    clock: Clock,
+    wake: Callable[[], None] = lambda: None,
+    on_login: Callable[[str], None] | None = None,
+) -> list[BaseRoute]:
+    """The console's routes; `wake` runs after each decision (the worker and chat),
+    `on_login` after each login with the user's id (the demo starts its scenario)."""
+    return Console(settings, db, clock, wake, on_login).routes()
+
+
+class Console:
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        clock: Clock,
+        wake: Callable[[], None],
+        on_login: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.on_login = on_login
+        self.db = db
+        self.clock = clock
+        self.auth = Auth(settings)
+        console = settings.console
+        self.signer = Signer(
+            console.secret("session_secret"), console.session_ttl, secure=console.secure_cookies
+        )
+        self.decisions = Decisions(settings, db, clock, wake, hint=NO_ROLE_HINT)
+
+    def routes(self) -> list[BaseRoute]:
+        step = "/incidents/{number:int}/steps/{run:int}"
+        return [
+            Route("/", self.page(self.incident_list), methods=["GET"]),
+            Route("/login", self.login_page, methods=["GET"]),
+            Route("/login", self.login, methods=["POST"]),
+            Route("/logout", self.logout, methods=["POST"]),
+            Route("/static/{name}", self.static, methods=["GET"]),
+            Route("/incidents/{number:int}", self.page(self.incident), methods=["GET"]),
+            Route("/incidents/{number:int}/card", self.page(self.card), methods=["GET"]),
+            Route("/incidents/{number:int}/events", self.events, methods=["GET"]),
+            Route(
+                "/incidents/{number:int}/postmortem", self.page(self.postmortem), methods=["GET"]
+            ),
+            Route(
+                "/incidents/{number:int}/postmortem.md",
+                self.page(self.postmortem_md),
+                methods=["GET"],
+            ),
+            Route(f"{step}/approve", self.button(self.approve, "decide on"), methods=["POST"]),
+            Route(f"{step}/skip", self.button(self.skip, "decide on"), methods=["POST"]),
+            Route(f"{step}/done", self.button(self.done, "decide on"), methods=["POST"]),
+            Route(
+                "/incidents/{number:int}/ack",
+                self.button(self.acknowledge, "acknowledge"),
+                methods=["POST"],
+            ),
+            Route(
+                "/incidents/{number:int}/own",
+                self.button(self.own, "take ownership of"),
+                methods=["POST"],
+            ),
+            Route(
+                "/incidents/{number:int}/resolve",
+                self.button(self.resolve, "resolve"),
+                methods=["POST"],
+            ),
+            Route(
+                "/incidents/{number:int}/followups",
+                self.button(self.add_followup, "add follow-ups to"),
+                methods=["POST"],
+            ),
+        ]
+
+    # --- sessions ------------------------------------------------------------------------
+
+    def _session(self, request: Request) -> tuple[Login, Clicker] | None:
+        login = self.signer.read(request.cookies.get(COOKIE), self.clock.now())
+        user = self.auth.user(login.user) if login is not None else None
+        return (login, user) if login is not None and user is not None else None
+
+    def page(self, handler: Callable[[Request, Login, Clicker], Awaitable[Response]]) -> Handler:
+        """A GET page: the login's; without one, a 303 to the login page."""
+
+        async def endpoint(request: Request) -> Response:
+            session = self._session(request)
+            if session is None:
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return _secure(RedirectResponse(f"/login?next={quote(target)}", 303))
+            try:
+                response = await handler(request, *session)
+            except BotError as exc:
+                response = self._error(exc, session)
+            return _secure(response)
+
+        return endpoint
+
+    def _error(self, exc: BotError, session: tuple[Login, Clicker] | None) -> Response:
+        status = 409
+        if isinstance(exc, IncidentNotFound):
+            status = 404
+        elif isinstance(exc, RequestRejected):
+            status = exc.status
+        elif isinstance(exc, StorageUnavailable):
+            status = 503
+        login, user = session if session is not None else (None, None)
+        return self._html(
+            "error.html", login, user, status_code=status, status=status, message=str(exc)
+        )
+
+    def _html(
+        self,
+        name: str,
+        login: Login | None,
+        user: Clicker | None,
+        status_code: int = 200,
+        **ctx: object,
+    ) -> HTMLResponse:
+        csrf = self.signer.csrf(login) if login is not None else ""
+        text = render.page(name, user=user, csrf=csrf, **ctx)
+        return HTMLResponse(text, status_code=status_code)
+
+    # --- login ---------------------------------------------------------------------------
+
+    async def login_page(self, request: Request) -> Response:
+        return _secure(self._login_form(request, _local(request.query_params.get("next"))))
+
+    def _login_form(
+        self,
+        request: Request,
+        next: str,
+        error: str | None = None,
+        status: int = 200,
+        username: str = "",
+    ) -> Response:
+        token_login = self.settings.console.secret("admin_token") is not None
+        csrf = self.signer.login_token(request.cookies.get(LOGIN))
+        text = render.page(
+            "login.html",
+            user=None,
+            csrf=csrf,
+            next=next,
+            error=error,
+            username=username,
+            token_login=token_login,
+        )
+        response = HTMLResponse(text, status_code=status)
+        self.signer.set_login_token(response, csrf)
+        return response
+
+    async def login(self, request: Request) -> Response:
+        try:
+            form = await _form(request)
+        except RequestRejected as exc:
+            return _secure(self._login_form(request, "/", str(exc), 400))
+        next, client = _local(form.get("next")), _client(request)
+        if not self.signer.login_token_ok(request.cookies.get(LOGIN), form.get("csrf")):
+            logger.warning("console: refused a login form without its CSRF token from %s", client)
+            return _secure(self._login_form(request, next, LOGIN_CSRF_REFUSED, 403))
+        now = self.clock.now()
+        username = form.get("username", "")[:64]
+        try:
+            if "token" in form:
+                user = self.auth.token(form["token"], client, now)
+            else:
+                password = form.get("password", "")
+                user = await run_in_threadpool(self.auth.password, username, password, client, now)
+        except LoginThrottled as exc:
+            logger.warning("console: login throttled for %r from %s", username or "admin", client)
+            return _secure(self._login_form(request, next, str(exc), 429, username))
+        if user is None:
+            logger.info("console: failed login for %r from %s", username or "admin", client)
+            return _secure(self._login_form(request, next, WRONG_LOGIN, 401, username))
+        value, _ = self.signer.issue(user.id, now)
+        response = RedirectResponse(next, 303)
+        self.signer.set_session(response, value)
+        logger.info("console: %s logged in from %s", user.id, client)
+        if self.on_login is not None:
+            self.on_login(user.id)
+        return _secure(response)
+
+    async def logout(self, request: Request) -> Response:
+        session = self._session(request)
+        if session is None:
+            return _secure(RedirectResponse("/login", 303))
+        try:
+            form = await _form(request)
+        except RequestRejected as exc:
+            return _secure(Response(str(exc), 400, media_type="text/plain"))
+        if not self.signer.csrf_ok(session[0], form.get("csrf")):
+            return _secure(Response(CSRF_REFUSED, 403, media_type="text/plain"))
+        response = RedirectResponse("/login", 303)
+        self.signer.clear_session(response)
+        return _secure(response)
+
+    async def static(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        data = render.static(name)
+        if data is None:
+            return Response("no such file", 404, media_type="text/plain")
+        response = Response(data, media_type=render.STATIC[name])
+        response.headers["Cache-Control"] = "public, max-age=300"
+        return response
+
+    # --- pages ---------------------------------------------------------------------------
+
+    async def incident_list(self, request: Request, login: Login, user: Clicker) -> Response:
+        params = request.query_params
+        filters = pages.Filters.parse(params.get("status"), params.get("severity"))
+
+        def read() -> pages.ListPage:
+            with self.db.session() as session:
+                return pages.incident_list(session, filters, user.id)
+
+        found = await run_in_threadpool(read)
+        return self._html(
+            "list.html",
+            login,
+            user,
+            filters=filters,
+            statuses=pages.STATUSES,
+            severities=pages.SEVERITIES,
+            incidents=found.incidents,
+            paged=found.paged,
+            messages=found.messages,
+            now=self.clock.now(),
+        )
+
+    async def incident(self, request: Request, login: Login, user: Clicker) -> Response:
+        number = request.path_params["number"]
+
+        def read() -> pages.IncidentPage:
+            with self.db.session() as session:
+                return pages.incident(session, number, user.id, self.clock.now())
+
+        page = await run_in_threadpool(read)
+        flash = self.signer.read_flash(request.cookies.get(FLASH))
+        response = self._html(
+            "incident.html",
+            login,
+            user,
+            page=page,
+            card=page.card,
+            escalation=escalation_line(page.card),
+            flash=flash,
+            types=TYPES,
+        )
+        if flash is not None:
+            response.delete_cookie(FLASH, path="/")
+        return response
+
+    async def card(self, request: Request, login: Login, user: Clicker) -> Response:
+        number = request.path_params["number"]
+
+        def read() -> CardView:
+            with self.db.session() as session:
+                return pages.card(session, number, self.clock.now())
+
+        card = await run_in_threadpool(read)
+        return self._html("card.html", login, user, card=card, escalation=escalation_line(card))
+
+    async def postmortem(self, request: Request, login: Login, user: Clicker) -> Response:
+        number, lang = request.path_params["number"], self._lang(request)
+        text = await self._draft(number, lang)
+        return self._html(
+            "postmortem.html", login, user, number=number, lang=lang, html=render.markdown(text)
+        )
+
+    async def postmortem_md(self, request: Request, login: Login, user: Clicker) -> Response:
+        number, lang = request.path_params["number"], self._lang(request)
+        text = await self._draft(number, lang)
+        filename = f"INC-{number}-postmortem.{lang}.md"
+        return Response(
+            text,
+            media_type="text/markdown; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+        )
+
+    def _lang(self, request: Request) -> Lang:
+        lang = request.query_params.get("lang") or self.settings.postmortem_lang
+        if lang not in ("zh", "en"):
+            raise RequestRejected(f"lang must be zh or en, not {lang!r}")
+        return cast(Lang, lang)
+
+    async def _draft(self, number: int, lang: Lang) -> str:
+        def draft() -> str:
+            return postmortems.draft_markdown(
+                self.db, number, lang=lang, settings=self.settings, clock=self.clock
+            )
+
+        return await run_in_threadpool(draft)
+
+    async def events(self, request: Request) -> Response:
+        """The incident's log as server-sent events, `id:` its sequence number, from after
+        `Last-Event-ID` (or `?after=`)."""
+        if self._session(request) is None:
+            return _secure(Response("log in first: open /login", 401, media_type="text/plain"))
+        number = request.path_params["number"]
+        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        after = min(int(raw), pages.LAST_SEQ) if raw.isdigit() and len(raw) < 12 else 0
+
+        def read(seq: int) -> list[LogLine]:
+            with self.db.session() as session:
+                return pages.log_after(session, number, seq)
+
+        try:
+            first = await run_in_threadpool(read, after)
+        except BotError as exc:
+            return self._error(exc, None)
+
+        async def stream() -> AsyncIterator[str]:
+            last, lines = after, first
+            yield "retry: 1000\n\n"
+            started = quiet = anyio.current_time()
+            while anyio.current_time() - started < STREAM_S:
+                for line in lines:
+                    data = {
+                        "seq": line.seq,
+                        "at": line.at.isoformat(),
+                        "time": render.clock_time(line.at),
+                        "actor": line.actor,
+                        "type": line.type,
+                        "summary": line.summary,
+                    }
+                    yield f"id: {line.seq}\nevent: log\ndata: {json.dumps(data)}\n\n"
+                    last = line.seq
+                if lines:
+                    quiet = anyio.current_time()
+                elif anyio.current_time() - quiet >= KEEPALIVE_S:
+                    yield ": keepalive\n\n"  # a closed connection shows on a write
+                    quiet = anyio.current_time()
+                await anyio.sleep(POLL_S)
+                try:
+                    lines = await run_in_threadpool(read, last)
+                except BotError as exc:
+                    logger.warning("console: INC-%s event stream: %s", number, exc)
+                    return
+
+        response = StreamingResponse(stream(), media_type="text/event-stream")
+        response.headers["Cache-Control"] = "no-store"
+        response.headers["X-Accel-Buffering"] = "no"
+        return _secure(response)
+
+    # --- buttons -------------------------------------------------------------------------
+
+    def button(self, decide: Decision, what: str) -> Handler:
+        """A POST that decides: login (401), CSRF (403), role (refused and logged), then
+        `decide`, which answers the flash text."""
+
+        async def endpoint(request: Request) -> Response:
+            session = self._session(request)
+            if session is None:
+                return _secure(Response("log in first: open /login", 401, media_type="text/plain"))
+            login, user = session
+            try:
+                form = await _form(request)
+            except RequestRejected as exc:
+                return _secure(Response(str(exc), 400, media_type="text/plain"))
+            token = request.headers.get("x-csrf-token") or form.get("csrf")
+            if not self.signer.csrf_ok(login, token):
+                logger.warning("console: %s %s refused: CSRF token", user.id, request.url.path)
+                return _secure(Response(CSRF_REFUSED, 403, media_type="text/plain"))
+            number = request.path_params["number"]
+            form.update({key: str(value) for key, value in request.path_params.items()})
+            asked: list[Unconfirmed] = []
+
+            def run() -> tuple[int, str]:
+                refusal = self.decisions.allowed(user, number, what)
+                if refusal is not None:
+                    return 403, refusal
+                try:
+                    return 200, decide(user, number, form)
+                except Unconfirmed as exc:
+                    asked.append(exc)
+                    return 428, str(exc)
+                except IncidentNotFound as exc:
+                    return 404, str(exc)
+                except BotError as exc:
+                    return 409, str(exc)
+
+            try:
+                status, flash = await run_in_threadpool(run)
+            except BotError as exc:  # the refusal's log entry could not be written
+                status, flash = 503, str(exc)
+            if asked and "application/json" not in request.headers.get("accept", ""):
+                return _secure(self._confirm_page(request, login, user, asked[0]))
+            return _secure(self._answer(request, number, status, flash))
+
+        return endpoint
+
+    def _answer(self, request: Request, number: int, status: int, flash: str) -> Response:
+        if "application/json" in request.headers.get("accept", ""):
+            body = json.dumps({"ok": status == 200, "flash": flash})
+            return Response(body, status, media_type="application/json")
+        response = RedirectResponse(f"/incidents/{number}", 303)
+        self.signer.set_flash(response, flash)
+        return response
+
+    def _run(self, number: int, form: dict[str, str]) -> StepRun:
+        with self.db.session() as session:
+            run = session.get(StepRun, int(form["run"]))
+        if run is None or run.incident_number != number:
+            raise BotError("that step no longer exists; reload the page")
+        return run
+
+    def approve(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        run = self._run(number, form)
+        if cards.risk_of(run.action) == "disruptive" and form.get("confirmed") != "1":
+            raise Unconfirmed(run)
+        run = self.decisions.step(user, run, "approve")
+        return _step_flash(run, "approved")
+
+    def _confirm_page(
+        self, request: Request, login: Login, user: Clicker, asked: Unconfirmed
+    ) -> Response:
+        """Without JavaScript, a disruptive approval asks on a page of its own, naming the
+        exact targets (the dialog's job with it)."""
+        return self._html(
+            "confirm.html",
+            login,
+            user,
+            status_code=428,
+            number=asked.run.incident_number,
+            run=asked.run.id,
+            step=asked.run.step_id,
+            action=asked.run.action,
+            targets=asked.targets,
+            path=request.url.path,
+        )
+
+    def skip(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        note = form.get("note", "").strip() or None
+        run = self.decisions.step(user, self._run(number, form), "skip", note=note)
+        return _step_flash(run, "skipped")
+
+    def done(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        run = self.decisions.step(user, self._run(number, form), "done", note=form.get("note"))
+        return _step_flash(run, "marked done")
+
+    def acknowledge(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        self.decisions.acknowledge(user, number)
+        return f"INC-{number} acknowledged"
+
+    def own(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        owner = self.decisions.own(user, number)
+        return f"INC-{number} is owned by {owner}"
+
+    def resolve(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        disposition = form.get("disposition", "").strip() or None
+        self.decisions.resolve(user, number, disposition)
+        return f"INC-{number} resolved"
+
+    def add_followup(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        title = form.get("title", "").strip()
+        if not title:
+            raise BotError("what will change? write the follow-up's title")
+        raw = form.get("deadline", "").strip()
+        deadline: date | None = followups.parse_date(raw) if raw else None
+        item = self.decisions.add_followup(
+            user,
+            number,
+            title,
+            kind=form.get("type", "prevent"),
+            owner=form.get("owner", "").strip() or None,
+            deadline=deadline,
+        )
+        return f"Follow-up #{item.id} added to INC-{number}"
+
+
+def _step_flash(run: StepRun, done: str) -> str:
+    ref = f"INC-{run.incident_number} {run.step_id}"
+    if run.state == "awaiting_approval":
+        return f"{ref}: your approval is recorded; {run.summary or 'it needs another'}"
+    return f"{ref}: {done} ({run.state.replace('_', ' ')})"
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An url-encoded form (the last value of each field), at most MAX_FORM_BYTES."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise RequestRejected(f"the form is larger than {MAX_FORM_BYTES} bytes")
+    try:
+        fields = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=50)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RequestRejected(f"the form cannot be read ({exc}); reload the page") from None
+    return {key: values[-1] for key, values in fields.items()}
+
+
+def _local(target: str | None) -> str:
+    """`target` when it is a path on this site; else `/` (no open redirects)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def _client(request: Request) -> str:
+    return request.client.host if request.client is not None else "unknown"
+
+
+def _secure(response: Response) -> Response:
+    response.headers.update(SECURITY_HEADERS)
+    response.headers.setdefault("Cache-Control", "no-store")
+    return response

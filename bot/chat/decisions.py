@@ -1,0 +1,215 @@
+"""The decisions a chat surface lets people make, shared by Slack and the web console.
+
+Each surface says who clicked (`Clicker`: their person id, name and roles as the surface
+knows them) and which decision; this module checks the role, writes a refusal into the
+incident's log (`chat.refused`), and calls the room that decides: the runbook engine for
+steps and resolving, escalation for acknowledging, incidents for ownership, postmortem
+for follow-ups. A `BotError` from a room is the answer the clicker sees.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Literal, TypeVar
+
+from sqlalchemy.orm import Session
+
+from bot import escalation
+from bot.clock import Clock
+from bot.config import Settings
+from bot.db import Database
+from bot.errors import BotError
+from bot.incidents import log
+from bot.incidents import service as incidents
+from bot.postmortem import followups
+from bot.postmortem.models import Followup
+from bot.runbooks import service as runbooks
+from bot.runbooks.models import StepRun
+
+logger = logging.getLogger(__name__)
+
+StepDecision = Literal["approve", "skip", "done"]
+ROLE_ORDER = ("admin", "second_line", "responder")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Clicker:
+    """Who clicked: the person id the log names (`slack:U0123ABC`, `alice`), how to show
+    them, and their roles (strongest first; empty: they may look, not decide)."""
+
+    id: str
+    name: str
+    roles: tuple[str, ...]
+
+    @property
+    def actor(self) -> log.Actor:
+        return log.Actor.human(self.id, self.name)
+
+
+def no_role(what: str, hint: str = "to add you to the on-call user group") -> str:
+    """The refusal a person without a role reads."""
+    return f"you need the responder role to {what} incidents; ask an admin {hint}"
+
+
+def settings_for(settings: Settings, who: Clicker) -> Settings:
+    """The settings with the clicker's roles as the surface knows them, for the approvals
+    engine (which reads `roles`)."""
+    roles = dict(settings.roles)
+    roles[who.id] = list(who.roles)  # type: ignore[arg-type]
+    return settings.model_copy(update={"roles": roles})
+
+
+class Decisions:
+    """The decisions, bound to the database, the clock and the settings; `wake` runs
+    after each committed decision (the worker and the chat sender have work)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        clock: Clock,
+        wake: Callable[[], None] = lambda: None,
+        hint: str = "to add you to the on-call user group",
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.clock = clock
+        self.wake = wake
+        self.hint = hint
+
+    def allowed(self, who: Clicker, number: int, what: str) -> str | None:
+        """None when `who` may decide; else the refusal (already in the incident's log)."""
+        if who.roles:
+            return None
+        self.log_refusal(who, number, what)
+        return no_role(what, self.hint)
+
+    def log_refusal(self, who: Clicker, number: int, what: str) -> None:
+        actor = who.actor
+
+        def record(session: Session, now: datetime) -> None:
+            incident = incidents.get(session, number, lock=True)
+            log.append(
+                session,
+                incident,
+                at=now,
+                actor=actor,
+                type="chat.refused",
+                summary=f"{actor.name} has no role and may not {what} {incident.ref}",
+                data={"user": actor.id, "wanted": what},
+            )
+
+        try:
+            self.in_tx(record)
+        except BotError as exc:
+            logger.warning("could not log a refused click: %s", exc)
+
+    def step(
+        self, who: Clicker, run: StepRun, decision: StepDecision, note: str | None = None
+    ) -> StepRun:
+        """Approve, skip or mark done (`note` required) the step `run` is an attempt of.
+        The caller checked `allowed`."""
+        person, clock, settings = who.id, self.clock, settings_for(self.settings, who)
+        number, step = run.incident_number, run.step_id
+        if decision == "approve":
+            return self._after(
+                runbooks.approve(
+                    self.db,
+                    number,
+                    step,
+                    person=person,
+                    clock=clock,
+                    settings=settings,
+                    params_hash=run.params_hash,
+                )
+            )
+        if decision == "skip":
+            return self._after(
+                runbooks.skip(
+                    self.db,
+                    number,
+                    step,
+                    person=person,
+                    clock=clock,
+                    settings=settings,
+                    note=note,
+                )
+            )
+        if not (note or "").strip():
+            raise BotError("say what was done in the note, e.g. 'replaced the cable'")
+        return self._after(
+            runbooks.complete(
+                self.db,
+                number,
+                step,
+                person=person,
+                clock=clock,
+                settings=settings,
+                note=note or "",
+            )
+        )
+
+    def _after(self, run: StepRun) -> StepRun:
+        self.wake()
+        return run
+
+    def acknowledge(self, who: Clicker, number: int) -> None:
+        actor = who.actor
+        self.in_tx(lambda s, now: escalation.acknowledge(s, number, actor=actor, at=now))
+        self.wake()
+
+    def own(self, who: Clicker, number: int, owner: str | None = None) -> str:
+        """Make `owner` (default: the clicker) the incident's owner; the owner."""
+        actor, owner = who.actor, owner or who.id
+        self.in_tx(lambda s, now: incidents.assign_owner(s, number, owner, actor=actor, at=now))
+        self.wake()
+        return owner
+
+    def silence(self, who: Clicker, number: int, length: timedelta) -> None:
+        """Page nobody about the incident for `length`; then its escalation resumes."""
+        actor = who.actor
+        self.in_tx(lambda s, now: escalation.silence(s, number, length, actor=actor, at=now))
+        self.wake()
+
+    def resolve(self, who: Clicker, number: int, disposition: str | None) -> None:
+        runbooks.resolve(
+            self.db, number, actor=who.actor, clock=self.clock, disposition=disposition
+        )
+        self.wake()
+
+    def add_followup(
+        self,
+        who: Clicker,
+        number: int,
+        title: str,
+        *,
+        kind: str,
+        owner: str | None,
+        deadline: date | None,
+    ) -> Followup:
+        actor = who.actor
+
+        def add(session: Session, now: datetime) -> Followup:
+            return followups.add(
+                session,
+                number,
+                title,
+                type=kind,
+                owner=owner,
+                deadline=deadline,
+                link=None,
+                actor=actor,
+                now=now,
+            )
+
+        item = self.in_tx(add)
+        self.wake()
+        return item
+
+    def in_tx(self, call: Callable[[Session, datetime], T]) -> T:
+        with self.db.transaction() as session:
+            return call(session, self.clock.now())

@@ -1,0 +1,140 @@
+"""The on-call engineer's night, in the browser: the demo's XID 79 on gpu-node-02 GPU 5.
+
+On a phone, `oncall` watches the incident appear in the list, approves the cordon and the
+drain, watches the drain reach "drained", opens and cancels the disruptive power cycle's
+confirmation, resolves with a disposition and opens the postmortem draft. A second person
+(`second`, on a desktop) has the incident page open the whole time and sees every change
+arrive without touching anything. Screenshots of both are saved at the moments that matter
+(tests/browser/artifacts/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.browser import demo as demos
+from tests.browser.conftest import NewPage
+from tests.browser.console import (
+    ARTIFACTS,
+    approve,
+    approve_then_cancel,
+    assert_fits_the_screen,
+    assert_not_reloaded,
+    card,
+    flash,
+    incident_rows,
+    log_in,
+    mark_page,
+    open_incident,
+    publish,
+    snap,
+    step,
+    timeline,
+)
+from tests.browser.demo import Demo
+
+NODE = "gpu-node-02"
+DISPOSITION = "Cordoned and drained gpu-node-02; GPU 5 fell off the bus, card goes to the vendor"
+
+
+@pytest.fixture
+def xid_demo(browser: Browser, tmp_path: Path) -> Iterator[Demo]:
+    """A demo of its own (this test changes the incident) whose alert fires 3 s after the
+    first login (the demo waits for it): the list is open before it arrives. Chromium is
+    started first; the test's pages (`new_page`, after this) close before the demo stops."""
+    demos.require_demo()
+    with demos.running(tmp_path, scenario="xid79", delay="3s") as running:
+        yield running
+
+
+def snap_both(moment: str, phone: Page, desktop: Page, *, focus: str) -> None:
+    """The desktop's whole page, and the phone's screen showing `focus` (a selector)."""
+    snap(phone, moment, focus=phone.locator(focus))
+    snap(desktop, moment)
+
+
+def test_oncall_drains_the_xid_node_from_a_phone_and_resolves_it_with_a_postmortem(
+    xid_demo: Demo, new_page: NewPage
+) -> None:
+    demo = xid_demo
+    phone = new_page(demo, phone=True)
+    log_in(phone, demo, "oncall")
+    assert incident_rows(phone).count() == 0, "the alert fired before the list was open"
+    mark_page(phone)
+
+    expect(incident_rows(phone)).to_have_count(1)  # arrives live
+    assert_not_reloaded(phone)
+    row = incident_rows(phone).first
+    number = int(row.get_attribute("data-incident") or "")
+    expect(row).to_contain_text("critical")
+    assert_fits_the_screen(phone)
+    paged = phone.locator("#paged").get_by_role("link", name=f"INC-{number}")
+    expect(paged).to_be_visible()  # oncall is on call: level 1 pages them, live too
+    open_incident(phone, demo, number)
+    mark_page(phone)
+    expect(card(phone)).to_have_attribute("data-status", "open")
+    expect(card(phone)).to_contain_text(NODE)
+
+    desktop = new_page(demo)
+    log_in(desktop, demo, "second")
+    desktop.goto(demo.at(f"/incidents/{number}"))
+    mark_page(desktop)
+    for page in (phone, desktop):
+        expect(step(page, "cordon")).to_have_attribute("data-state", "awaiting_approval")
+    snap_both("incident awaiting cordon", phone, desktop, focus='li[data-step="cordon"]')
+    assert_fits_the_screen(phone)
+
+    approve(phone, "cordon", targets=NODE)
+    expect(step(phone, "cordon")).to_have_attribute("data-state", "succeeded")
+    approve(phone, "drain", targets=NODE)
+
+    for page in (phone, desktop):  # the drain's progress arrives in place on both
+        drain = step(page, "drain")
+        expect(drain).to_have_attribute("data-state", "succeeded")
+        expect(drain).to_contain_text(f"{NODE} drained")
+        approved = timeline(page).filter(has_text="step.approved").filter(has_text="k8s.drain")
+        expect(approved).to_contain_text("oncall")
+        assert_not_reloaded(page)
+    snap_both("incident drained", phone, desktop, focus='li[data-step="drain"]')
+    assert_fits_the_screen(phone)
+    publish(desktop)
+    # Next the runbook proposes the power cycle: two people, and a dialog naming the node.
+    approve_then_cancel(phone, "power_cycle", targets=NODE)
+
+    phone.locator('button[data-action="resolve"]').click()
+    resolve = phone.locator("form#resolve")
+    expect(resolve).to_be_visible()
+    resolve.locator("textarea[name=disposition]").fill(DISPOSITION)
+    resolve.locator('button[data-action="resolve-submit"]').click()
+
+    expect(flash(phone)).to_contain_text("resolved")
+    for page in (phone, desktop):
+        expect(card(page)).to_have_attribute("data-status", "resolved")
+        expect(timeline(page).filter(has_text=DISPOSITION)).to_have_count(1)
+        assert_not_reloaded(page)
+    snap_both("incident resolved", phone, desktop, focus="#flash")
+    assert_fits_the_screen(phone)
+
+    phone.locator("a#postmortem-link").click()
+    expect(phone).to_have_url(demo.at(f"/incidents/{number}/postmortem"))
+    draft = phone.locator("article#postmortem")
+    expect(draft).to_contain_text(f"INC-{number}")
+    expect(draft).to_contain_text(DISPOSITION)  # the timeline's "resolved" line
+    snap(phone, "postmortem draft")
+
+    with phone.expect_download() as download:
+        phone.locator("a#postmortem-download").click()
+    assert download.value.suggested_filename.endswith(".md")
+    saved = ARTIFACTS / download.value.suggested_filename
+    download.value.save_as(saved)
+    markdown = saved.read_text(encoding="utf-8")
+    assert f"# Postmortem: INC-{number}" in markdown
+    assert DISPOSITION in markdown
+
+    phone.goto(demo.url)  # resolved: off the active list and out of the paged banner
+    expect(incident_rows(phone)).to_have_count(0)
+    expect(paged).to_have_count(0)

@@ -17,6 +17,10 @@ from prometheus_client.registry import Collector
 from bot.errors import BotError
 
 CountsFn = Callable[[], dict[str, int]]
+Means = dict[str, float]
+HistoryFn = Callable[[], tuple[dict[str, int], Means, Means, dict[tuple[str, str], int]]]
+"""(the last 7 days' incidents by status, their MTTA and MTTR by severity, step runs
+finished in the last 24 h by (kind, state))."""
 HealthFn = Callable[[], tuple[float, float | None, dict[str, int]]]
 """(seconds the most overdue timer is late, seconds since a worker's heartbeat, pages by
 state)."""
@@ -26,7 +30,12 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Metrics:
-    def __init__(self, open_counts: CountsFn, escalation: HealthFn | None = None) -> None:
+    def __init__(
+        self,
+        open_counts: CountsFn,
+        escalation: HealthFn | None = None,
+        history: HistoryFn | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "runbook_bot_http_requests",
@@ -49,6 +58,8 @@ class Metrics:
         self.registry.register(_OpenIncidents(open_counts))
         if escalation is not None:
             self.registry.register(_Escalation(escalation))
+        if history is not None:
+            self.registry.register(_History(history))
 
 
 class _OpenIncidents(Collector):
@@ -101,6 +112,53 @@ class _Escalation(Collector):
         for state, count in sorted(pages.items()):
             family.add_metric([state], count)
         yield family
+
+    def describe(self) -> Iterator[Any]:
+        return iter(())
+
+
+class _History(Collector):
+    """Incidents of the last 7 days by status, MTTA and MTTR, and the last day's step runs
+    by result: read at scrape time, so every replica reports the same figures."""
+
+    def __init__(self, figures: HistoryFn) -> None:
+        self._figures = figures
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            by_status, mtta, mttr, outcomes = self._figures()
+        except BotError:
+            return
+        statuses = GaugeMetricFamily(
+            "runbook_bot_incidents_recent",
+            "Incidents opened in the last 7 days (drills left out), by their status now.",
+            labels=["status"],
+        )
+        for status, count in sorted(by_status.items()):
+            statuses.add_metric([status], count)
+        yield statuses
+        for name, what, means in (
+            ("mtta", "acknowledge", mtta),
+            ("mttr", "resolve", mttr),
+        ):
+            family = GaugeMetricFamily(
+                f"runbook_bot_{name}_seconds",
+                f"Mean time from opening to {what} of the incidents {what}d in the last 7 "
+                "days (opened within 14; drills left out), by severity.",
+                labels=["severity"],
+            )
+            for severity, seconds in sorted(means.items()):
+                family.add_metric([severity], seconds)
+            yield family
+        runs = GaugeMetricFamily(
+            "runbook_bot_step_runs_recent",
+            "Runbook steps that finished in the last 24 hours, by kind (action, manual) and "
+            "result (succeeded, failed, skipped, ...).",
+            labels=["kind", "state"],
+        )
+        for (kind, state), count in sorted(outcomes.items()):
+            runs.add_metric([kind, state], count)
+        yield runs
 
     def describe(self) -> Iterator[Any]:
         return iter(())

@@ -83,8 +83,17 @@ def build_app(
         figures = escalation_health()
         return figures.timers_late, figures.heartbeat_age, figures.pages
 
+    def history() -> tuple[
+        dict[str, int], dict[str, float], dict[str, float], dict[tuple[str, str], int]
+    ]:
+        with db.session() as session:
+            now = clock.now()
+            recent = service.recent(session, now)
+            outcomes = runbooks.recent_outcomes(session, now)
+        return recent.by_status, recent.mtta, recent.mttr, outcomes
+
     frozen = escalation.frozen_policy(settings)
-    metrics = Metrics(open_counts, escalation_figures)
+    metrics = Metrics(open_counts, escalation_figures, history)
     slots: list[anyio.CapacityLimiter] = []
 
     def ingest_slots() -> anyio.CapacityLimiter:

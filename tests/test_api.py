@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 
+from bot.clock import FrozenClock
 from bot.db import Database
+from bot.incidents import log
+from bot.incidents import service as incidents
+from bot.runbooks.models import StepRun
 from tests.support.payloads import alert, fixture, notification
 
 
@@ -92,3 +98,51 @@ def test_metrics_count_requests_alerts_and_active_incidents_by_severity(
     assert 'runbook_bot_incidents_active{severity="warning"} 1.0' in text
     assert 'runbook_bot_incidents_active{severity="info"} 1.0' in text
     assert "runbook_bot_ingest_seconds_count 4.0" in text
+
+
+def test_metrics_report_mtta_mttr_recent_incidents_and_step_results_leaving_drills_out(
+    client: httpx.Client, db: Database, clock: FrozenClock
+) -> None:
+    client.post("/webhooks/alertmanager", json=fixture("xid79-firing.json"))  # INC-1
+    drill = alert(host="gpu-node-07", runbook_bot_drill="xid79-rehearsal")
+    client.post("/webhooks/alertmanager", json=notification([drill]))  # INC-2, a drill
+    opened = clock.now()
+    with db.transaction() as session:
+        for number in (1, 2):  # the drill is answered at once: it must not pull MTTA down
+            at = opened + timedelta(minutes=5 if number == 1 else 1)
+            incidents.acknowledge(session, number, actor=log.Actor.human("alice"), at=at)
+        incidents.resolve(
+            session,
+            1,
+            actor=log.Actor.human("alice"),
+            at=opened + timedelta(minutes=20),
+            disposition="power-cycled",
+        )
+        session.add_all(
+            StepRun(
+                incident_number=1,
+                step_id=step,
+                attempt=1,
+                state=state,
+                kind="action",
+                action="k8s.cordon",
+                params={},
+                params_hash="h",
+                proposed_at=opened,
+                finished_at=opened + timedelta(minutes=minutes),
+            )  # fmt: skip
+            for step, state, minutes in (("a", "succeeded", 6), ("b", "failed", 7))
+        )
+    clock.set(opened + timedelta(hours=1))
+
+    text = client.get("/metrics").text
+
+    assert 'runbook_bot_mtta_seconds{severity="critical"} 300.0' in text
+    assert 'runbook_bot_mttr_seconds{severity="critical"} 1200.0' in text
+    assert 'runbook_bot_incidents_recent{status="resolved"} 1.0' in text
+    assert 'runbook_bot_incidents_recent{status="acknowledged"} 0.0' in text  # drill left out
+    assert 'runbook_bot_step_runs_recent{kind="action",state="succeeded"} 1.0' in text
+    assert 'runbook_bot_step_runs_recent{kind="action",state="failed"} 1.0' in text
+
+    clock.set(opened + timedelta(days=2))  # a day later the runs are out of the window
+    assert "runbook_bot_step_runs_recent{" not in client.get("/metrics").text

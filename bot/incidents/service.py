@@ -7,7 +7,8 @@ the log entry in the caller's transaction, so the change and its record commit t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -67,6 +68,42 @@ def active_counts(session: Session) -> dict[str, int]:
     counts = {severity.value: 0 for severity in Severity}
     counts.update({row[0]: row[1] for row in session.execute(stmt)})
     return counts
+
+
+@dataclass
+class Recent:
+    """What the last days looked like, for the metrics (drills left out): incidents opened
+    in the window by their status now, and the mean time to acknowledge and to resolve,
+    per severity, of those acknowledged or resolved in it (seconds)."""
+
+    by_status: dict[str, int] = field(default_factory=dict)
+    mtta: dict[str, float] = field(default_factory=dict)
+    mttr: dict[str, float] = field(default_factory=dict)
+
+
+def recent(session: Session, now: datetime, window: timedelta = timedelta(days=7)) -> Recent:
+    """Recent incidents' figures (one indexed range read of the window's incidents)."""
+    since = now - window
+    stmt = select(
+        Incident.severity,
+        Incident.status,
+        Incident.opened_at,
+        Incident.acknowledged_at,
+        Incident.resolved_at,
+    ).where(Incident.opened_at >= since - window, Incident.drill.is_(None))
+    figures = Recent(by_status={status.value: 0 for status in Status})
+    acks: dict[str, list[float]] = {}
+    fixes: dict[str, list[float]] = {}
+    for severity, status, opened, acked, resolved in session.execute(stmt):
+        if opened >= since:
+            figures.by_status[status] = figures.by_status.get(status, 0) + 1
+        if acked is not None and acked >= since:
+            acks.setdefault(severity, []).append((acked - opened).total_seconds())
+        if resolved is not None and resolved >= since:
+            fixes.setdefault(severity, []).append((resolved - opened).total_seconds())
+    figures.mtta = {severity: sum(v) / len(v) for severity, v in acks.items()}
+    figures.mttr = {severity: sum(v) / len(v) for severity, v in fixes.items()}
+    return figures
 
 
 def acknowledge(

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from bot.clock import Clock
@@ -197,3 +199,16 @@ def resolve(
         runs += [run for run in later if run not in runs]
         ladder.stopped(session, incident, now, f"resolved by {actor.name}")
         return incident, approvals.cancel_open(session, incident, runs, actor, now)
+
+
+def recent_outcomes(
+    session: Session, now: datetime, window: timedelta = timedelta(hours=24)
+) -> dict[tuple[str, str], int]:
+    """Step runs that finished in the last `window`, by (kind, final state): `action` or
+    `manual`, `succeeded`, `failed`, `skipped`, ... (the metrics' actions by result)."""
+    stmt = (
+        select(StepRun.kind, StepRun.state, func.count())
+        .where(StepRun.finished_at >= now - window)
+        .group_by(StepRun.kind, StepRun.state)
+    )
+    return {(kind, state): count for kind, state, count in session.execute(stmt)}

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import Literal, TypeVar
 
 from sqlalchemy.orm import Session
@@ -113,45 +114,22 @@ class Decisions:
     ) -> StepRun:
         """Approve, skip or mark done (`note` required) the step `run` is an attempt of.
         The caller checked `allowed`."""
-        person, clock, settings = who.id, self.clock, settings_for(self.settings, who)
-        number, step = run.incident_number, run.step_id
-        if decision == "approve":
-            return self._after(
-                runbooks.approve(
-                    self.db,
-                    number,
-                    step,
-                    person=person,
-                    clock=clock,
-                    settings=settings,
-                    params_hash=run.params_hash,
-                )
-            )
-        if decision == "skip":
-            return self._after(
-                runbooks.skip(
-                    self.db,
-                    number,
-                    step,
-                    person=person,
-                    clock=clock,
-                    settings=settings,
-                    note=note,
-                )
-            )
-        if not (note or "").strip():
+        calls: dict[str, Callable[..., StepRun]] = {
+            "approve": partial(runbooks.approve, params_hash=run.params_hash),
+            "skip": partial(runbooks.skip, note=note),
+            "done": partial(runbooks.complete, note=note or ""),
+        }
+        if decision == "done" and not (note or "").strip():
             raise BotError("say what was done in the note, e.g. 'replaced the cable'")
-        return self._after(
-            runbooks.complete(
-                self.db,
-                number,
-                step,
-                person=person,
-                clock=clock,
-                settings=settings,
-                note=note or "",
-            )
+        done = calls[decision](
+            self.db,
+            run.incident_number,
+            run.step_id,
+            person=who.id,
+            clock=self.clock,
+            settings=settings_for(self.settings, who),
         )
+        return self._after(done)
 
     def _after(self, run: StepRun) -> StepRun:
         self.wake()

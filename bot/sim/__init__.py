@@ -11,19 +11,22 @@ arrange trouble and read the outcome through `Cluster` hooks (stuck pods, inject
 failures, `snapshot()`, the request log), never over HTTP. `server.running()` serves it
 on 127.0.0.1 in a thread; `server.run()` is the `runbook-bot sim` command. Given
 `RedfishOptions`, it also serves the machines' BMCs over Redfish (`redfish`) on a port of
-their own.
+their own. Given `Rbac` (`rbac`: the rules shipped RBAC grants a service account), it
+answers that account's token 403 for anything else, as the real API does.
 
 Only `bot.cli` imports this package; it imports nothing above `bot.clock`/`bot.errors`.
 """
 
 from bot.sim.cluster import Cluster, RecordedRequest, Snapshot
 from bot.sim.presets import crowded_node, seed
+from bot.sim.rbac import Rbac
 from bot.sim.redfish import RedfishOptions
 from bot.sim.scenario import Scenario, ScenarioInvalid, load
 from bot.sim.server import SimHandle, run, running
 
 __all__ = [
     "Cluster",
+    "Rbac",
     "RecordedRequest",
     "RedfishOptions",
     "Scenario",

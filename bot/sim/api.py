@@ -3,8 +3,8 @@
 URLs are resolved to (kind, namespace, name, subresource) and handed to `verbs` (or to
 `watching` for `?watch=true`); every failure is an `ApiError` answered as a v1 Status.
 The outer `Recording` middleware logs each request in the cluster (for tests counting
-calls) and serves injected faults.
-No authentication: any bearer token, or none, is accepted.
+calls) and serves injected faults. Without `rbac` any bearer token, or none, is accepted;
+with it, `Authorizing` holds the service account's token to its RBAC rules (`rbac`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from bot.sim import discovery, status, verbs, watching
 from bot.sim.cluster import Cluster, RecordedRequest
 from bot.sim.kinds import POD, Kind, by_path
+from bot.sim.rbac import Attributes, Rbac, unauthorized, verb
 from bot.sim.status import PATCH_TYPES, ApiError, bad_request, no_route
 
 Obj = dict[str, Any]
@@ -139,7 +140,7 @@ def _require_json(request: Request) -> None:
         raise status.unsupported_media_type(content_type, ("application/json",))
 
 
-def build_app(cluster: Cluster) -> ASGIApp:
+def build_app(cluster: Cluster, rbac: Rbac | None = None, admin_token: str = "") -> ASGIApp:
     async def resources(request: Request) -> Response:
         params = request.path_params
         target = resolve(params.get("group", ""), params["version"], params["rest"])
@@ -205,7 +206,9 @@ def build_app(cluster: Cluster) -> ASGIApp:
     app = Starlette(
         routes=routes, exception_handlers={ApiError: api_error, HTTPException: http_error}
     )
-    return Recording(app, cluster)
+    if rbac is None:
+        return Recording(app, cluster)
+    return Recording(Authorizing(app, rbac, admin_token), cluster)
 
 
 class Recording:
@@ -233,3 +236,65 @@ class Recording:
             await error_response(fault)(scope, receive, recorded)
             return
         await self.app(scope, receive, recorded)
+
+
+class Authorizing:
+    """Answers 401 to unknown tokens and 403 to what `rbac` does not grant its account;
+    the admin token may do anything. Discovery and health paths are open to both, as the
+    real cluster's `system:discovery` role opens them to every authenticated user."""
+
+    def __init__(self, app: ASGIApp, rbac: Rbac, admin_token: str) -> None:
+        self.app = app
+        self.rbac = rbac
+        self.admin_token = admin_token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            error = self._check(scope)
+            if error is not None:
+                await error_response(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _check(self, scope: Scope) -> ApiError | None:
+        headers = dict(scope.get("headers") or ())
+        token = headers.get(b"authorization", b"").decode().removeprefix("Bearer ").strip()
+        if token and token == self.admin_token:
+            return None
+        if token != self.rbac.token:
+            return unauthorized()
+        request = _attributes(scope)
+        if request is None or self.rbac.allows(request[0]):
+            return None
+        return self.rbac.forbidden(*request)
+
+
+def _attributes(scope: Scope) -> tuple[Attributes, str] | None:
+    """The request's RBAC attributes and its resource as errors name it; None for
+    non-resource paths and URLs no resource answers (those are left to the router)."""
+    path: str = scope["path"]
+    core, named = path.split("/", 3), path.split("/", 4)
+    try:
+        if len(core) == 4 and core[1] == "api":
+            target = resolve("", core[2], core[3])
+        elif len(named) == 5 and named[1] == "apis":
+            target = resolve(named[2], named[3], named[4])
+        else:
+            return None
+    except ApiError:
+        return None
+    query = dict(parse_qsl(scope.get("query_string", b"").decode()))
+    kind = target.kind
+    attributes = Attributes(
+        verb=verb(
+            scope["method"],
+            named=target.name is not None,
+            watch=query.get("watch") in ("true", "1"),
+        ),
+        group=kind.group,
+        resource=kind.plural,
+        subresource=target.subresource,
+        namespace=target.namespace,
+        name=target.name,
+    )
+    return attributes, kind.resource

@@ -2,7 +2,9 @@
 
 `running(scenario)` is for tests and the demo (a port the kernel picks, in a thread);
 with `redfish=RedfishOptions(...)` it also serves the machines' BMCs over Redfish
-(`redfish`) on a second kernel-chosen loopback port, HTTPS when given a certificate.
+(`redfish`) on a second kernel-chosen loopback port, HTTPS when given a certificate; with
+`rbac=Rbac(...)` (`rbac`) requests with that service account's token get only what its
+RBAC grants, and the handle's clients and kubeconfig use that token.
 `run(path)` is the standalone `runbook-bot sim` command, serving until interrupted.
 """
 
@@ -27,20 +29,21 @@ from bot.sim import scenario as scenarios
 from bot.sim.cluster import Cluster
 from bot.sim.kinds import NODE, POD
 from bot.sim.kubelet import Kubelet
+from bot.sim.rbac import Rbac
 from bot.sim.redfish import BmcRequest, RedfishOptions, RedfishService
 from bot.sim.scenario import Scenario
 
 CONTEXT = "runbook-bot-sim"
-DUMMY_TOKEN = "runbook-bot-sim-token"  # the simulator accepts any token; this is no secret
+DUMMY_TOKEN = "runbook-bot-sim-token"  # the admin's token (any token without RBAC); no secret
 
 
-def kubeconfig(url: str) -> dict[str, Any]:
+def kubeconfig(url: str, token: str = DUMMY_TOKEN) -> dict[str, Any]:
     """A kubeconfig for `url`: one cluster, a token user, context `runbook-bot-sim`."""
     return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
-        "users": [{"name": CONTEXT, "user": {"token": DUMMY_TOKEN}}],
+        "users": [{"name": CONTEXT, "user": {"token": token}}],
         "contexts": [
             {
                 "name": CONTEXT,
@@ -62,9 +65,11 @@ class SimHandle:
         *,
         redfish: RedfishService | None = None,
         redfish_port: int | None = None,
+        token: str = DUMMY_TOKEN,
     ) -> None:
         self.url = url
         self.cluster = cluster
+        self.token = token  # the service account's under RBAC, else the admin's
         self.redfish = redfish  # the BMCs, when `running(..., redfish=...)` serves them
         self.redfish_port = redfish_port
         self.redfish_url = (
@@ -75,14 +80,19 @@ class SimHandle:
     def write_kubeconfig(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(kubeconfig(self.url), sort_keys=False), encoding="utf-8")
+        path.write_text(
+            yaml.safe_dump(kubeconfig(self.url, self.token), sort_keys=False), encoding="utf-8"
+        )
         return path
 
-    def api_client(self) -> Any:
-        """A `kubernetes.client.ApiClient` for this simulator; closed when the handle stops."""
+    def api_client(self, token: str | None = None) -> Any:
+        """A `kubernetes.client.ApiClient` for this simulator (with `token`, default the
+        handle's); closed when the handle stops."""
         from kubernetes import config
 
-        client = config.new_client_from_config_dict(kubeconfig(self.url), persist_config=False)
+        client = config.new_client_from_config_dict(
+            kubeconfig(self.url, token or self.token), persist_config=False
+        )
         self._clients.append(client)
         return client
 
@@ -162,8 +172,8 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _server(cluster: Cluster) -> uvicorn.Server:
-    return _uvicorn(api.build_app(cluster))
+def _server(cluster: Cluster, rbac: Rbac | None = None) -> uvicorn.Server:
+    return _uvicorn(api.build_app(cluster, rbac, DUMMY_TOKEN))
 
 
 def _uvicorn(app: Any, **options: Any) -> uvicorn.Server:
@@ -218,15 +228,17 @@ def running(
     *,
     time_scale: float = 1.0,
     redfish: RedfishOptions | None = None,
+    rbac: Rbac | None = None,
 ) -> Iterator[SimHandle]:
     """Serve a scenario on 127.0.0.1 (a kernel-chosen port) until the block ends; with
-    `redfish`, serve the machines' BMCs too, on a port of their own."""
+    `redfish`, serve the machines' BMCs too, on a port of their own; with `rbac`, hold
+    that service account's token to its rules (the handle's clients use it)."""
     cluster = Cluster(_as_scenario(source), time_scale=time_scale)
     servers: list[_Serving] = []
     kubelet = Kubelet(cluster)
     started = False
     try:
-        kube = _Serving(_server(cluster), "sim-api")
+        kube = _Serving(_server(cluster, rbac), "sim-api")
         servers.append(kube)
         kube.start("API server")
         service, redfish_port = None, None
@@ -248,6 +260,7 @@ def running(
             cluster,
             redfish=service,
             redfish_port=redfish_port,
+            token=rbac.token if rbac else DUMMY_TOKEN,
         )
         try:
             yield handle

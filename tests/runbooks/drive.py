@@ -26,7 +26,7 @@ from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.runbooks import service
 from bot.runbooks.service import StepRow
-from bot.sim import RedfishOptions, Scenario, SimHandle, running
+from bot.sim import Rbac, RedfishOptions, Scenario, SimHandle, running
 from bot.sim.cluster import NodeState
 from bot.worker import Worker
 from tests.runbooks.rig import Rig
@@ -40,13 +40,15 @@ ROUNDS = 60
 
 
 @contextmanager
-def simulator(scenario: Scenario) -> Iterator[SimHandle]:
+def simulator(scenario: Scenario, rbac: Rbac | None = None) -> Iterator[SimHandle]:
     """The scenario served with its machines' BMCs over Redfish (plain HTTP on loopback),
-    and the namespace the bot's node Jobs (nvidia-smi, dcgmi, ibstat) run in."""
+    and the namespace the bot's node Jobs (nvidia-smi, dcgmi, ibstat) run in. With `rbac`
+    (tests/deploy/chart.py: the chart's), the bot's client is its service account, held to
+    those rules."""
     options = RedfishOptions("admin", "Sim-Bmc-Pw-77c1")
     namespaces = [*scenario.namespaces, "runbook-bot"]
     scenario = scenario.model_copy(update={"namespaces": namespaces})
-    with running(scenario, time_scale=TIME_SCALE, redfish=options) as handle:
+    with running(scenario, time_scale=TIME_SCALE, redfish=options, rbac=rbac) as handle:
         yield handle
 
 

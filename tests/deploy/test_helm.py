@@ -207,6 +207,14 @@ def test_the_options_run_separate_workers_with_budget_and_a_service_monitor() ->
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
     assert role["metadata"]["namespace"] == "gpu-diagnostics"
+    (ingress,) = kinds["Ingress"]
+    assert ingress["spec"]["ingressClassName"] == "nginx"
+    assert ingress["spec"]["tls"] == [
+        {"hosts": ["runbook-bot.example.com"], "secretName": "runbook-bot-tls"}
+    ]
+    (rule,) = ingress["spec"]["rules"]
+    backend = rule["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "runbook-bot", "port": {"name": "http"}}
 
 
 @pytest.mark.parametrize("rendering", sorted(RENDERINGS))
@@ -263,6 +271,7 @@ def test_the_pods_settings_load_as_the_bot_reads_them(
         (["console.adminToken=short"], "console.adminToken: use at least 16 characters"),
         (["runbooks.files.bad/name=x"], "is not a runbook file name (name.yaml)"),
         (["database.host="], "database.host: set the PostgreSQL host"),
+        (["ingress.enabled=true"], "ingress.enabled needs ingress.host"),
     ],
 )
 def test_a_bad_value_stops_the_rendering_saying_what_to_set(

@@ -4,6 +4,7 @@ security headers; alert text is always escaped."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -11,9 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.chat.console import render
+from bot.chat.console import pages, render
 from bot.clock import FrozenClock
 from bot.db import Database
+from bot.incidents import log
+from bot.incidents import service as incidents
 from tests.console.rig import ConsoleRig, browser, login
 from tests.runbooks.rig import TWO_STEPS
 from tests.support.payloads import alert, notification
@@ -135,6 +138,30 @@ def test_the_incident_page_shows_the_card_the_log_and_the_links(
         assert f'<li data-seq="{seq}">' in page
     assert f'data-last="{seqs[-1]}"' in page
     assert 'id="followups"' in page and 'id="followup-add"' in page
+
+
+def test_a_long_log_shows_its_last_entries_and_all_on_request(
+    rig: ConsoleRig, browsers: Browsers
+) -> None:
+    number = rig.fire(host="gpu-node-01")
+    with rig.db.transaction() as session:
+        incident = incidents.get(session, number, lock=True)
+        for index in range(pages.LOG_TAIL + 20):
+            log.append(session, incident, at=rig.clock.now(), actor=log.Actor.human("alice"),
+                       type="note", summary=f"note {index}")  # fmt: skip
+        total = incident.log_seq
+    client = browsers()
+    login(client, "alice")
+
+    page = client.get(f"/incidents/{number}").text
+    shown = [int(seq) for seq in re.findall(r'<li data-seq="(\d+)">', page)]
+    assert shown == list(range(total - pages.LOG_TAIL + 1, total + 1))
+    assert f"The last {pages.LOG_TAIL} of {total} entries" in page
+    assert f'data-last="{total}"' in page  # the live timeline goes on from the newest
+
+    whole = client.get(f"/incidents/{number}?log=all").text
+    assert len(re.findall(r'<li data-seq="', whole)) == total
+    assert 'id="log-older"' not in whole
 
 
 @pytest.mark.parametrize("path", ["/login", "/", "/incidents/1"])

@@ -21,6 +21,9 @@ from bot.postmortem.models import Followup
 STATUSES = ("active", "all", "open", "acknowledged", "resolved", "closed")
 SEVERITIES = ("all", "critical", "warning", "info")
 LIST_LIMIT = 200
+LOG_TAIL = 300
+"""Log entries an incident page shows unless asked for all: a storm's incident has
+thousands, and a phone at 3 a.m. needs the latest."""
 LAST_SEQ = 2**31 - 1
 """The largest sequence number (the column is a 32-bit integer on PostgreSQL)."""
 
@@ -63,6 +66,8 @@ class IncidentPage:
     log: list[LogLine]
     followups: list[Followup]
     paged: list[tuple[Incident, str]]
+    log_total: int
+    """Entries in the whole log (`log` may be its last LOG_TAIL)."""
 
 
 def incident_list(session: Session, filters: Filters, user: str) -> ListPage:
@@ -72,13 +77,18 @@ def incident_list(session: Session, filters: Filters, user: str) -> ListPage:
     return ListPage(found, chat.paged(session, user), chat.messages(session, user))
 
 
-def incident(session: Session, number: int, user: str, now: datetime) -> IncidentPage:
+def incident(
+    session: Session, number: int, user: str, now: datetime, *, whole_log: bool = False
+) -> IncidentPage:
     card = cards.card(session, number, now)
+    total = incidents.get(session, number).log_seq
+    first = 1 if whole_log else max(1, total - LOG_TAIL + 1)
     return IncidentPage(
         card,
-        cards.log_lines(session, number, 1, LAST_SEQ),
+        cards.log_lines(session, number, first, LAST_SEQ),
         followups.of_incident(session, number),
         chat.paged(session, user),
+        total,
     )
 
 

@@ -314,10 +314,12 @@ class Console:
 
     async def incident(self, request: Request, login: Login, user: Clicker) -> Response:
         number = request.path_params["number"]
+        whole = request.query_params.get("log") == "all"
 
         def read() -> pages.IncidentPage:
             with self.db.session() as session:
-                return pages.incident(session, number, user.id, self.clock.now())
+                now = self.clock.now()
+                return pages.incident(session, number, user.id, now, whole_log=whole)
 
         page = await run_in_threadpool(read)
         flash = self.signer.read_flash(request.cookies.get(FLASH))

@@ -24,7 +24,6 @@ import random
 import re
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -32,12 +31,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the loopback server and payloads live in tests/
 
+from bench import backends  # noqa: E402
 from bench.postmortem import START, populate  # noqa: E402
 from bot import migrations  # noqa: E402
 from bot.alerts import ingest  # noqa: E402
@@ -162,23 +160,7 @@ def main() -> int:
     parser.add_argument("--database-url", default=PG)
     args = parser.parse_args()
     print("runbook-bot console benchmark: server time per request, and live-log latency")
-    ok = True
-    with tempfile.TemporaryDirectory() as tmp:
-        ok &= run_backend("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}", args)
-    url = make_url(args.database_url)
-    admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)'))
-            conn.execute(text(f'CREATE DATABASE "{url.database}"'))
-    except Exception as exc:  # no PostgreSQL here: SQLite's figures stand alone
-        print(f"postgresql  skipped: {exc.__class__.__name__}: {str(exc).splitlines()[0]}")
-        return 0 if ok else 1
-    try:
-        ok &= run_backend("postgresql", args.database_url, args)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)'))
+    ok = backends.on_each(args.database_url, lambda name, url: run_backend(name, url, args))
     return 0 if ok else 1
 
 

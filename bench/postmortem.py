@@ -19,14 +19,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-
+from bench import backends
 from bot import migrations
 from bot.alerts import ingest
 from bot.alerts.payload import WebhookPayload
@@ -121,24 +117,7 @@ def main() -> int:
     parser.add_argument("--database-url", default=PG)
     args = parser.parse_args()
     print("runbook-bot postmortem benchmark: draft time for one incident's whole log")
-    ok = True
-    with tempfile.TemporaryDirectory() as tmp:
-        ok &= run_backend("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}", args)
-    url = make_url(args.database_url)
-    admin = create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)'))
-            conn.execute(text(f'CREATE DATABASE "{url.database}"'))
-    except Exception as exc:  # no PostgreSQL here: SQLite's figure stands alone
-        print(f"postgresql  skipped: {exc.__class__.__name__}: {str(exc).splitlines()[0]}")
-        return 0 if ok else 1
-    try:
-        ok &= run_backend("postgresql", args.database_url, args)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)'))
-        admin.dispose()
+    ok = backends.on_each(args.database_url, lambda name, url: run_backend(name, url, args))
     return 0 if ok else 1
 
 

@@ -188,6 +188,21 @@ class Decisions:
         self.wake()
         return item
 
+    def followup_done(self, who: Clicker, number: int, followup_id: int) -> Followup:
+        """Mark follow-up `followup_id` of incident `number` done (`followup.done` in the
+        log); BotError when it is not one of that incident's."""
+        actor = who.actor
+
+        def done(session: Session, now: datetime) -> Followup:
+            item = followups.get(session, followup_id)
+            if item.incident_number != number:
+                raise BotError(f"follow-up #{followup_id} is not one of INC-{number}'s")
+            return followups.update(session, followup_id, status="done", actor=actor, now=now)
+
+        item = self.in_tx(done)
+        self.wake()
+        return item
+
     def in_tx(self, call: Callable[[Session, datetime], T]) -> T:
         with self.db.transaction() as session:
             return call(session, self.clock.now())

@@ -115,3 +115,24 @@ def test_followup_refuses_no_role_bad_dates_and_bad_owners(
 def test_help_names_the_followup_commands(chat: Chat, client: httpx.Client) -> None:
     said = chat.command(client, "help")
     assert "/incident followup INC-7" in said and "/incident followups INC-7" in said
+    assert "/incident followup-done #12" in said
+
+
+def test_followup_done_closes_an_item_for_people_with_a_role(
+    chat: Chat, client: httpx.Client
+) -> None:
+    number = _open(chat)
+    chat.command(client, f"followup INC-{number} Spare GPU in stock <@UBOB> 2026-12-31")
+    (item,) = _items(chat)
+
+    refused = chat.command(client, f"followup-done #{item.id}", user="UMALLORY")
+    assert "responder role to close follow-ups of incidents" in refused
+    assert _items(chat)[0].status == "open"
+    assert "which follow-up?" in chat.command(client, "followup-done INC-7")
+    assert "follow-up #999 does not exist" in chat.command(client, "followup-done 999")
+
+    said = chat.command(client, f"followup-done #{item.id}")
+    assert f"Follow-up #{item.id} of INC-{number} is done: #{item.id} Spare GPU" in said
+    assert _items(chat)[0].status == "done"
+    entry = chat.rig.log(number)[-1]
+    assert (entry.type, entry.actor_id) == ("followup.done", "slack:UALICE")

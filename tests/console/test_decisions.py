@@ -232,7 +232,36 @@ def test_a_follow_up_is_added_and_listed(rig: ConsoleRig, browsers: Browsers) ->
         ("Alert on ECC growth", "bob", "2026-12-31", "prevent")
     ]
     page = client.get(f"/incidents/{number}")
-    assert f'data-followup="{items[0].id}"' in page.text and "Alert on ECC growth" in page.text
+    assert f'data-followup="{items[0].id}" data-status="open"' in page.text
+    assert "Alert on ECC growth" in page.text
+
+
+def test_a_follow_up_is_marked_done_only_from_its_own_incident(
+    rig: ConsoleRig, browsers: Browsers
+) -> None:
+    rig.write(TWO_STEPS)
+    number = rig.fire(host="gpu-node-01")
+    other = rig.fire(host="gpu-node-02")
+    client = browsers()
+    csrf = login(client, "bob")
+    added = click(client, f"/incidents/{number}/followups", csrf, title="Spare GPU in stock")
+    assert added.json()["ok"] is True
+    with rig.db.session() as session:
+        (item,) = followups.of_incident(session, number)
+
+    wrong = click(client, f"/incidents/{other}/followups/{item.id}/done", csrf)
+    assert wrong.status_code == 409 and f"not one of INC-{other}'s" in wrong.json()["flash"]
+    done = click(client, f"/incidents/{number}/followups/{item.id}/done", csrf)
+    assert done.json() == {
+        "ok": True,
+        "flash": f"Follow-up #{item.id} of INC-{number} is done: Spare GPU in stock",
+    }
+    with rig.db.session() as session:
+        assert followups.get(session, item.id).status == "done"
+    assert "followup.done" in rig.types(number)
+    page = client.get(f"/incidents/{number}").text
+    assert f'data-followup="{item.id}" data-status="done"' in page
+    assert f"/followups/{item.id}/done" not in page  # no button on a closed one
 
 
 @pytest.mark.parametrize("how", ["missing", "wrong", "another session's"])

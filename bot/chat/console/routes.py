@@ -156,6 +156,11 @@ class Console:
                 self.button(self.add_followup, "add follow-ups to"),
                 methods=["POST"],
             ),
+            Route(
+                "/incidents/{number:int}/followups/{followup:int}/done",
+                self.button(self.followup_done, "close follow-ups of"),
+                methods=["POST"],
+            ),
         ]
 
     # --- sessions ------------------------------------------------------------------------
@@ -553,6 +558,10 @@ class Console:
             deadline=deadline,
         )
         return f"Follow-up #{item.id} added to INC-{number}"
+
+    def followup_done(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        item = self.decisions.followup_done(user, number, int(form["followup"]))
+        return f"Follow-up #{item.id} of INC-{number} is done: {item.title}"
 
 
 def _step_flash(run: StepRun, done: str) -> str:

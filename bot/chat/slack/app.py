@@ -64,7 +64,7 @@ USAGE = (
     "`/incident oncall @user [12h]` take the pager · "
     "`/incident postmortem INC-7 [zh|en]` the 5-Why draft · "
     "`/incident followup INC-7 what will change @owner 2026-12-31 [mitigate|prevent|process]` "
-    "· `/incident followups INC-7`"
+    "· `/incident followups INC-7` · `/incident followup-done #12`"
 )
 REF = re.compile(r"^(?:INC-)?(\d{1,9})$", re.IGNORECASE)
 MENTION = re.compile(r"^<@([A-Z0-9]+)(?:\|[^>]*)?>$")
@@ -256,6 +256,8 @@ class SlackApp:
             return self._oncall(args, user, now)
         if verb in ("followup", "followups"):
             return self._followup(verb, args, user)
+        if verb == "followup-done":
+            return self._followup_done(args, user)
         if verb not in ("show", "ack", "resolve", "owner", "silence", "postmortem"):
             return blocks.ephemeral(USAGE)
         if not args or not REF.match(args[0]):
@@ -366,6 +368,27 @@ class SlackApp:
         return blocks.ephemeral(
             f"{who} is on call until {override.ends_at:%Y-%m-%d %H:%M} UTC (set by {actor.id}); "
             "the hand-over summary follows by direct message"
+        )
+
+    def _followup_done(
+        self, args: list[str], user: dict[str, str]
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """`/incident followup-done #12`: follow-up 12 is done (a role needed)."""
+        wanted = args[0].removeprefix("#") if len(args) == 1 else ""
+        if not wanted.isdigit() or len(wanted) > 9:
+            return blocks.ephemeral(
+                "which follow-up? e.g. `/incident followup-done #12` (`/incident followups "
+                "INC-7` lists them with their numbers)"
+            )
+        with self.db.session() as session:
+            number = followups.get(session, int(wanted)).incident_number
+        who = self._clicker(user)
+        refusal = self.decisions.allowed(who, number, "close follow-ups of")
+        if refusal is not None:
+            return blocks.ephemeral(refusal)
+        item = self.decisions.followup_done(who, number, int(wanted))
+        return blocks.ephemeral(
+            f"Follow-up #{item.id} of INC-{number} is done: {_followup_line(item)}"
         )
 
     def _followup(

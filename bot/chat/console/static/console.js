@@ -78,7 +78,7 @@
           form.reset();
           form.classList.remove("open");
         }
-        if (form.id === "followup-add") {
+        if (form.id === "followup-add" || form.closest("#followups")) {
           fetchDoc(window.location.pathname).then(function (doc) {
             var fresh = doc && doc.querySelector("#followups ul");
             var old = document.querySelector("#followups ul");

@@ -1,14 +1,18 @@
-"""A loopback TCP proxy that a test can cut and restore, to make a real server vanish."""
+"""A loopback TCP proxy that a test can cut, hold and restore, to make a real server vanish
+or go silent; `RoundRobin` spreads connections over several servers, as a Service does."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import threading
+from collections import Counter
 
 
 class TcpProxy:
-    """Forward 127.0.0.1:`port` to `target`; `cut()` drops every connection and refuses new."""
+    """Forward 127.0.0.1:`port` to `target`; `cut()` drops every connection and refuses new;
+    `hold()` keeps connections open but forwards nothing (a server that stopped answering)."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
@@ -16,10 +20,25 @@ class TcpProxy:
         self.port: int = self._listener.getsockname()[1]
         self._open = threading.Event()
         self._open.set()
+        self._holding = threading.Event()
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
         self._stop = False
+        self.accepted: Counter[tuple[str, int]] = Counter()
+        """Connections forwarded, per target."""
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def _next_target(self) -> tuple[str, int]:
+        return self.target
+
+    def _connect(self) -> tuple[tuple[str, int], socket.socket] | None:
+        target = self._next_target()
+        try:
+            upstream = socket.create_connection(target, timeout=5)
+        except OSError:
+            return None
+        upstream.settimeout(None)
+        return target, upstream
 
     def _accept(self) -> None:
         while not self._stop:
@@ -30,21 +49,22 @@ class TcpProxy:
             if not self._open.is_set():
                 client.close()
                 continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
+            found = self._connect()
+            if found is None:
                 client.close()
                 continue
+            target, upstream = found
             with self._lock:
                 self._conns += [client, upstream]
+                self.accepted[target] += 1
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if not self._holding.is_set():
+                    dst.sendall(data)
         except OSError:
             pass
         finally:
@@ -61,10 +81,37 @@ class TcpProxy:
                 conn.close()
             self._conns.clear()
 
+    def hold(self) -> None:
+        """Swallow every byte from now on, both ways: callers wait until they time out."""
+        self._holding.set()
+
     def restore(self) -> None:
+        self._holding.clear()
         self._open.set()
 
     def close(self) -> None:
         self._stop = True
         self.cut()
         self._listener.close()
+
+
+class RoundRobin(TcpProxy):
+    """Forward each new connection to the next of `targets` in turn (a target that refuses
+    is skipped, as a load balancer drops an endpoint that is down)."""
+
+    def __init__(self, targets: list[tuple[str, int]]) -> None:
+        if not targets:
+            raise ValueError("RoundRobin needs at least one target")
+        self.targets = list(targets)
+        self._turns = itertools.cycle(self.targets)
+        super().__init__(self.targets[0])
+
+    def _next_target(self) -> tuple[str, int]:
+        return next(self._turns)
+
+    def _connect(self) -> tuple[tuple[str, int], socket.socket] | None:
+        for _ in self.targets:
+            found = super()._connect()
+            if found is not None:
+                return found
+        return None

@@ -119,14 +119,18 @@ class SlackSender:
         return True
 
     def _idle(self) -> float:
-        """Seconds until a channel may send again (at most worker_poll)."""
+        """Seconds until a channel may send again (at most worker_poll; the poll when the
+        database does not answer: the thread must outlive an outage)."""
         poll = self.settings.worker_poll.total_seconds()
         now = self.clock.now()
-        with self.db.session() as session:
-            urgent = session.scalar(
-                select(func.min(ChatChannel.next_at)).where(_has_pending(now, urgent=True))
-            )
-            rest = session.scalar(select(func.min(ChatChannel.low_at)).where(_has_pending(now)))
+        try:
+            with self.db.session() as session:
+                urgent = session.scalar(
+                    select(func.min(ChatChannel.next_at)).where(_has_pending(now, urgent=True))
+                )
+                rest = session.scalar(select(func.min(ChatChannel.low_at)).where(_has_pending(now)))
+        except BotError:  # the database is down: look again after a poll, never die
+            return poll
         due = min((at for at in (urgent, rest) if at is not None), default=None)
         if due is None:
             return poll

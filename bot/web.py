@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from enum import StrEnum
 from functools import partial
 from typing import Any, cast
 
@@ -22,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot import escalation, migrations
+from bot import escalation, migrations, openapi
 from bot.alerts import ingest, webhook
 from bot.chat.console import console_routes
 from bot.chat.slack.app import SlackApp
@@ -39,6 +40,7 @@ from bot.errors import (
     StorageUnavailable,
 )
 from bot.incidents import log, service, views
+from bot.incidents.lifecycle import Severity, Status
 from bot.metrics import Metrics, RequestMetrics, timer
 from bot.postmortem import service as postmortems
 from bot.postmortem.render import Lang
@@ -93,6 +95,7 @@ def build_app(
         return recent.by_status, recent.mtta, recent.mttr, outcomes
 
     frozen = escalation.frozen_policy(settings)
+    api_document = openapi.document()
     metrics = Metrics(open_counts, escalation_figures, history)
     slots: list[anyio.CapacityLimiter] = []
 
@@ -146,8 +149,8 @@ def build_app(
             with db.session() as session:
                 rows = service.list_incidents(
                     session,
-                    status=_csv(params.getlist("status")),
-                    severity=_csv(params.getlist("severity")),
+                    status=_choices(params.getlist("status"), "status", Status),
+                    severity=_choices(params.getlist("severity"), "severity", Severity),
                     limit=limit,
                 )
                 return [views.incident(row) for row in rows]
@@ -284,6 +287,9 @@ def build_app(
             return JSONResponse(body, status_code=503)
         return JSONResponse({"status": "ready"})
 
+    async def openapi_document(_: Request) -> Response:
+        return JSONResponse(api_document)
+
     async def metrics_page(_: Request) -> Response:
         data = await run_in_threadpool(generate_latest, metrics.registry)
         return Response(data, media_type=CONTENT_TYPE_LATEST)
@@ -310,6 +316,7 @@ def build_app(
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_page, methods=["GET"]),
+        Route("/openapi.json", openapi_document, methods=["GET"]),
     ]
     if settings.console.enabled:
 
@@ -397,11 +404,20 @@ def _note(body: bytes, *, required: bool) -> tuple[str, str | None]:
     return person, note
 
 
+def _choices(values: list[str], name: str, allowed: type[StrEnum]) -> list[str]:
+    """The comma-separated values of a list filter, each one of `allowed`."""
+    chosen = _csv(values)
+    known = [member.value for member in allowed]
+    if any(value not in known for value in chosen):
+        raise RequestRejected(f"query parameter {name} takes {', '.join(known)}")
+    return chosen
+
+
 def _csv(values: list[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 def _int_param(raw: str, name: str, low: int, high: int) -> int:
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
         raise RequestRejected(f"query parameter {name} must be a number from {low} to {high}")
     return int(raw)

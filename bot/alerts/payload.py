@@ -22,8 +22,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
 
 
+def _no_nul(value: str) -> str:
+    # PostgreSQL stores no U+0000 in text or jsonb: refuse it here, as 400, on every backend.
+    if "\x00" in value:
+        raise ValueError("text holds a NUL character (U+0000), which cannot be stored")
+    return value
+
+
 def _check_strings(value: dict[str, str]) -> dict[str, str]:
     for key, text in value.items():
+        _no_nul(key)
+        _no_nul(text)
         if len(key) > 256 or len(text) > MAX_LABEL_VALUE:
             raise ValueError(
                 f"label {key[:40]!r} is longer than allowed "
@@ -42,6 +51,7 @@ class WebhookAlert(_Model):
     fingerprint: str = Field(min_length=1, max_length=64)
 
     _labels_ok = field_validator("labels", "annotations")(_check_strings)
+    _text_ok = field_validator("generator_url", "fingerprint")(_no_nul)
 
     @field_validator("starts_at", "ends_at")
     @classmethod
@@ -50,8 +60,18 @@ class WebhookAlert(_Model):
             return None
         if value.tzinfo is None:
             raise ValueError("timestamps must carry a time zone (RFC 3339)")
-        value = value.astimezone(UTC)
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:
+            raise ValueError("the time is outside years 1 to 9999 once in UTC") from None
         return None if value.year <= 1 else value
+
+    @field_validator("starts_at")
+    @classmethod
+    def _started(cls, value: datetime | None) -> datetime:
+        if value is None:
+            raise ValueError("startsAt must be a real time, not Alertmanager's zero time")
+        return value
 
     @property
     def alertname(self) -> str:
@@ -65,7 +85,7 @@ class WebhookAlert(_Model):
 class WebhookPayload(_Model):
     version: Literal["4"]
     group_key: str = Field(alias="groupKey", min_length=1, max_length=MAX_LABEL_VALUE)
-    truncated_alerts: int = Field(0, alias="truncatedAlerts", ge=0)
+    truncated_alerts: int = Field(0, alias="truncatedAlerts", ge=0, lt=2**31)
     status: Literal["firing", "resolved"]
     receiver: str = Field(max_length=200)
     group_labels: dict[str, str] = Field(default_factory=dict, alias="groupLabels")
@@ -73,3 +93,8 @@ class WebhookPayload(_Model):
     common_annotations: dict[str, str] = Field(default_factory=dict, alias="commonAnnotations")
     external_url: str = Field("", alias="externalURL", max_length=MAX_LABEL_VALUE)
     alerts: list[WebhookAlert] = Field(min_length=1, max_length=10_000)
+
+    _labels_ok = field_validator("group_labels", "common_labels", "common_annotations")(
+        _check_strings
+    )
+    _text_ok = field_validator("group_key", "receiver", "external_url")(_no_nul)

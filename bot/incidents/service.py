@@ -23,7 +23,8 @@ def parse_ref(text: str | int) -> int:
     """`INC-42`, `inc-42` or `42` -> 42; anything else raises IncidentNotFound with the form."""
     raw = str(text).strip()
     digits = raw[4:] if raw.upper().startswith("INC-") else raw
-    if not digits.isdigit() or int(digits) < 1:
+    # ASCII digits only ('²' is a digit to str.isdigit), and within the integer column.
+    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) < 2**31:
         raise IncidentNotFound(f"{raw!r} is not an incident number; write it like INC-42")
     return int(digits)
 

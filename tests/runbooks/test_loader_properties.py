@@ -187,3 +187,28 @@ def test_random_bytes_in_a_file_only_ever_yield_problems(scratch: Path, content:
         loader.load_file(scratch)
     except RunbookInvalid as invalid:
         assert all(p.file == str(scratch) and p.line >= 1 for p in invalid.problems)
+
+
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "runbooks").glob("*.yaml"))
+
+
+@SETTINGS
+@given(
+    shipped=st.sampled_from(SHIPPED),
+    where=st.sampled_from(["steps.0", "steps.1", "facts", "match", "steps.0.with"]),
+    value=DATA,
+)
+def test_a_shipped_runbook_with_one_value_replaced_only_ever_yields_problems(
+    shipped: Path, where: str, value: Any
+) -> None:
+    data = yaml.safe_load(shipped.read_text(encoding="utf-8"))
+    target = data
+    *parents, last = where.split(".")
+    for part in parents:
+        target = target[int(part)] if isinstance(target, list) else target[part]
+    if isinstance(target, list):
+        target[int(last)] = value
+    else:
+        target[last] = value
+
+    _never_crashes(yaml.safe_dump(data, allow_unicode=True))

@@ -55,6 +55,7 @@ from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the fakes live in tests/, which is not installed
+from bench.results import Results, add_option  # noqa: E402
 from tests.support import fake_slack  # noqa: E402
 from tests.support.alertmanager import BINARY, free_port, sample  # noqa: E402
 
@@ -339,6 +340,21 @@ def report(args: argparse.Namespace, result: Measured) -> int:
     for name, hosts in (("no card", no_card), ("no direct post", no_direct)):
         if hosts:
             print(f"  {name}: {', '.join(hosts[:10])}{' ...' if len(hosts) > 10 else ''}")
+    parameters = {"incidents": args.incidents, "interval": args.interval}
+    results = Results("alert_to_card", "Alert to Slack card vs Alertmanager's own", parameters)
+    direct = [(g.direct - g.posted) * 1000 for g in both]
+    card = [(g.card - g.posted) * 1000 for g in both]
+    results.distribution("Alertmanager direct Slack post", direct, "ms", backend="postgresql")
+    results.distribution("runbook-bot card", card, "ms", backend="postgresql")
+    results.distribution("overhead card - direct", [x * 1000 for x in overhead], "ms")
+    direct_p99 = ("Alertmanager direct p99", percentiles([g.direct - g.posted for g in both])[2],
+                  "ms")  # fmt: skip
+    results.metric("card p99", percentiles([g.card - g.posted for g in both])[2], "ms",
+                   peer=direct_p99)  # fmt: skip
+    results.metric("p99 overhead card - direct", worst, "ms", target=TARGET_P99_MS)
+    results.metric("missing cards", len(no_card), "groups", target=0)
+    results.metric("bot messages/s in the channel", result.channel_load(), "1/s")
+    results.write(args.json)
     return 1 if no_card or not both else 0
 
 
@@ -380,6 +396,7 @@ def main() -> int:
     parser.add_argument("--database-url", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
     parser.add_argument("--incidents", type=int, default=500, help="new alert groups (500)")
     parser.add_argument("--interval", type=float, default=1.2, help="s between groups (1.2)")
+    add_option(parser)
     args = parser.parse_args()
     if not (1 <= args.incidents <= 9999 and 0.05 <= args.interval <= 60):
         parser.error("--incidents must be 1..9999 and --interval 0.05..60")

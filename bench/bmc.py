@@ -30,6 +30,7 @@ from pathlib import Path
 from kubernetes import client
 from pydantic import SecretStr
 
+from bench.results import Results, add_option
 from bot.actions import ActionContext, execute, registry
 from bot.actions.bmc.ipmi import IpmiBmc
 from bot.actions.bmc.protocol import BmcTarget, Credentials
@@ -55,7 +56,7 @@ def timed(fn: object, calls: int) -> list[float]:
     return seconds
 
 
-def ipmi_overhead(calls: int, workdir: Path) -> float:
+def ipmi_overhead(calls: int, workdir: Path, results: Results) -> float:
     from tests.support import ipmi_sim  # the emulator set-up the tests use
 
     with ipmi_sim.running(workdir) as sim:
@@ -75,6 +76,8 @@ def ipmi_overhead(calls: int, workdir: Path) -> float:
         ours = statistics.median(timed(bmc.power_state, calls))
         raw = statistics.median(timed(bare, calls))
     ratio = ours / raw
+    results.metric("IPMI power status, ours (median)", ours, "s", peer=("bare ipmitool", raw, "s"))
+    results.metric("IPMI overhead ratio ours/bare", ratio, "x", target=OVERHEAD_TARGET)
     print(
         f"IPMI power status, median of {calls}: ours {ours * 1000:.1f} ms, bare ipmitool "
         f"{raw * 1000:.1f} ms, ratio {ratio:.3f} (target <= {OVERHEAD_TARGET}) "
@@ -83,7 +86,7 @@ def ipmi_overhead(calls: int, workdir: Path) -> float:
     return ratio
 
 
-def confirmation_lags(workdir: Path) -> dict[str, float]:
+def confirmation_lags(workdir: Path, results: Results) -> dict[str, float]:
     options = RedfishOptions("admin", "bench-password")
     lags: dict[str, float] = {}
     with running(seed(), time_scale=1.0, redfish=options) as sim:
@@ -105,6 +108,7 @@ def confirmation_lags(workdir: Path) -> dict[str, float]:
                 raise SystemExit(1)
             switched = [r.time for r in sim.cluster.machine(NODE).sel if r.event == event][-1]
             lags[name] = (known - switched).total_seconds()
+            results.metric(f"{name} confirmation lag", lags[name], "s", target=LAG_TARGET)
             print(
                 f"{name}: the BMC switched at {switched:%H:%M:%S.%f}, the action knew "
                 f"{lags[name]:.2f} s later (target <= {LAG_TARGET}) "
@@ -116,10 +120,13 @@ def confirmation_lags(workdir: Path) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=30, help="power status calls per path")
+    add_option(parser)
     args = parser.parse_args()
+    results = Results("bmc", "BMC actions", {"calls": args.calls})
     with tempfile.TemporaryDirectory(prefix="bench-bmc-") as tmp:
-        ipmi_overhead(args.calls, Path(tmp) / "ipmi")
-        confirmation_lags(Path(tmp))
+        ipmi_overhead(args.calls, Path(tmp) / "ipmi", results)
+        confirmation_lags(Path(tmp), results)
+    results.write(args.json)
     return 0
 
 

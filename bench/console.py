@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))  # the loopback server and payloads live in tests/
 
 from bench import backends  # noqa: E402
 from bench.postmortem import START, populate  # noqa: E402
+from bench.results import Results, add_option  # noqa: E402
 from bot import migrations  # noqa: E402
 from bot.alerts import ingest  # noqa: E402
 from bot.alerts.payload import WebhookPayload  # noqa: E402
@@ -105,8 +106,13 @@ def live(client: httpx.Client, db: Database, number: int, runs: int) -> list[flo
     return times
 
 
-def line(name: str, what: str, times: list[float], target: float) -> bool:
+def line(
+    name: str, what: str, times: list[float], target: float, results: Results | None = None
+) -> bool:
     median, worst = statistics.median(times), max(times)
+    if results is not None:
+        results.metric(f"{what}: median", median, "s", backend=name)
+        results.metric(f"{what}: worst", worst, "s", target=target, op="<", backend=name)
     verdict = "PASS" if worst < target else "MISS"
     print(
         f"{name:<11} {what:<34} median {median * 1000:6.0f} ms, worst {worst * 1000:6.0f} ms "
@@ -115,7 +121,7 @@ def line(name: str, what: str, times: list[float], target: float) -> bool:
     return verdict == "PASS"
 
 
-def run_backend(name: str, url: str, args: argparse.Namespace) -> bool:
+def run_backend(name: str, url: str, args: argparse.Namespace, results: Results) -> bool:
     db = Database(url)
     try:
         migrations.upgrade(db)
@@ -135,18 +141,19 @@ def run_backend(name: str, url: str, args: argparse.Namespace) -> bool:
             assert client.post("/login", data=fields).status_code == 303
             page = f"/incidents/{number}"
             ok &= line(name, f"incident page ({args.entries} entries)",
-                       timed(lambda: client.get(page), args.runs, "timeline"), PAGE)  # fmt: skip
+                       timed(lambda: client.get(page), args.runs, "timeline"), PAGE,
+                       results)  # fmt: skip
             ok &= line(name, "incident page, whole log",
                        timed(lambda: client.get(page + "?log=all"), args.runs, "timeline"),
-                       WHOLE)  # fmt: skip
+                       WHOLE, results)  # fmt: skip
             ok &= line(name, "card fragment",
                        timed(lambda: client.get(page + "/card"), args.runs, 'id="card"'),
-                       PAGE)  # fmt: skip
+                       PAGE, results)  # fmt: skip
             ok &= line(name, f"incident list ({args.incidents + 1} incidents)",
                        timed(lambda: client.get("/?status=all"), args.runs, "incidents"),
-                       PAGE)  # fmt: skip
+                       PAGE, results)  # fmt: skip
             ok &= line(name, "new log entry on the open page",
-                       live(client, db, number, args.runs), LIVE)  # fmt: skip
+                       live(client, db, number, args.runs), LIVE, results)  # fmt: skip
         return ok
     finally:
         db.dispose()
@@ -158,9 +165,15 @@ def main() -> int:
     parser.add_argument("--incidents", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--database-url", default=PG)
+    add_option(parser)
     args = parser.parse_args()
     print("runbook-bot console benchmark: server time per request, and live-log latency")
-    ok = backends.on_each(args.database_url, lambda name, url: run_backend(name, url, args))
+    parameters = {"entries": args.entries, "incidents": args.incidents, "runs": args.runs}
+    results = Results("console", "Web console on a storm's database", parameters)
+    ok = backends.on_each(
+        args.database_url, lambda name, url: run_backend(name, url, args, results)
+    )
+    results.write(args.json)
     return 0 if ok else 1
 
 

@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.results import Results, add_option
 from bot.actions import ActionContext, execute, registry
 from bot.config import load_settings
 from bot.sim import SimHandle, crowded_node, running
@@ -110,6 +111,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=110)
     parser.add_argument("--under-pdb", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=300.0, help="each drain's timeout (s)")
+    add_option(parser)
     args = parser.parse_args()
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -126,6 +128,15 @@ def main() -> int:
     ratio = mine.seconds / reference.seconds
     verdict = "PASS" if ratio <= TARGET_RATIO else "MISS"
     print(f"ratio ours/kubectl {ratio:.3f} (target <= {TARGET_RATIO}): {verdict}")
+    parameters = {"pods": args.pods, "under_pdb": args.under_pdb, "timeout": args.timeout}
+    results = Results("drain", "Drain against kubectl drain", parameters)
+    kubectl_s = ("kubectl drain", reference.seconds, "s")
+    results.metric("k8s.drain time", mine.seconds, "s", peer=kubectl_s)
+    results.metric("drain time ratio ours/kubectl", ratio, "x", target=TARGET_RATIO)
+    for run in (mine, reference):
+        results.metric(f"{run.name}: pods evicted", run.evicted, "pods")
+        results.metric(f"{run.name}: API requests", run.requests["total"], "requests")
+    results.write(args.json)
     drained = all(r.ok and r.left_on_node == 0 for r in (mine, reference))
     return 0 if drained else 1
 

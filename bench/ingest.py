@@ -39,6 +39,8 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
+from bench.results import Results, add_option
+
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/runbook_bot_bench"
 NODES, GPUS, PER_POST = 1000, 8, 10
 MIX = {"new": 0.50, "repeat": 0.35, "resolved": 0.15}
@@ -527,7 +529,30 @@ def report(args: argparse.Namespace, result: Measured) -> int:
     print("runbook-bot ingest benchmark")
     for name, text in lines:
         print(f"  {name:<12} {text}" if text else name)
+    write_json(args, result, rate, p99)
     return 1 if errors or not ok else 0
+
+
+def write_json(args: argparse.Namespace, result: Measured, rate: float, p99: float) -> None:
+    parameters = {key: getattr(args, key) for key in ("rate", "clients", "seconds", "batches")}
+    results = Results("ingest", "Alertmanager ingest (PostgreSQL)", parameters)
+    backend = make_url(args.database_url).get_backend_name()
+    results.metric("alerts/s back to back", rate, "alerts/s", target=TARGET_RATE, op=">=",
+                   backend=backend)  # fmt: skip
+    results.metric("p99 at a steady rate", p99, "ms", target=TARGET_P99_MS, op="<",
+                   backend=backend)  # fmt: skip
+    for one in result.phases:
+        ms = [x * 1000 for x in one.stats.latencies]
+        results.distribution(f"{one.name} latency", ms, "ms", backend=backend)
+        rate_ = len(one.stats.latencies) * PER_POST / one.elapsed
+        results.metric(f"{one.name} alerts/s", rate_, "alerts/s", backend=backend)
+        results.metric(f"{one.name} errors", len(one.stats.errors), "requests", target=0,
+                       backend=backend)  # fmt: skip
+    results.metric("serve peak RSS (VmHWM)", result.hwm_kib / 1024, "MiB", backend=backend)
+    if result.proposals is not None:
+        lag_p99 = result.proposals.lag_s[2] * 1000
+        results.metric("worker lag to first steps p99", lag_p99, "ms", backend=backend)
+    results.write(args.json)
 
 
 def main() -> int:
@@ -539,6 +564,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16, help="capacity phase clients (16)")
     parser.add_argument("--seconds", type=float, default=20.0, help="each phase, at most (20)")
     parser.add_argument("--batches", type=int, default=3000, help="each phase, POSTs (3000)")
+    add_option(parser)
     args = parser.parse_args()
     if not (1 <= args.clients <= 1000 and args.batches >= 1 and 0 < args.seconds <= 600):
         parser.error("--clients must be 1..1000, --batches >= 1, --seconds in (0, 600]")

@@ -23,6 +23,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from bench import backends
+from bench.results import Results, add_option
 from bot import migrations
 from bot.alerts import ingest
 from bot.alerts.payload import WebhookPayload
@@ -87,8 +88,11 @@ def measure(db: Database, number: int, runs: int) -> list[float]:
     return times
 
 
-def report(name: str, entries: int, times: list[float]) -> bool:
+def report(name: str, entries: int, times: list[float], results: Results) -> bool:
     median, worst = statistics.median(times), max(times)
+    results.metric("draft median", median, "s", backend=name)
+    results.metric("draft worst", worst, "s", target=TARGET, op="<", backend=name)
+    results.distribution("draft time", times, "s", backend=name)
     verdict = "PASS" if worst < TARGET else "MISS"
     print(
         f"{name:<11} {entries} entries: median {median * 1000:.0f} ms, worst "
@@ -98,14 +102,14 @@ def report(name: str, entries: int, times: list[float]) -> bool:
     return verdict == "PASS"
 
 
-def run_backend(name: str, url: str, args: argparse.Namespace) -> bool:
+def run_backend(name: str, url: str, args: argparse.Namespace, results: Results) -> bool:
     db = Database(url)
     try:
         migrations.upgrade(db)
         number = populate(db, args.entries)
         with db.session() as session:
             count = incidents.get(session, number).log_seq
-        return report(name, count, measure(db, number, args.runs))
+        return report(name, count, measure(db, number, args.runs), results)
     finally:
         db.dispose()
 
@@ -115,9 +119,15 @@ def main() -> int:
     parser.add_argument("--entries", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--database-url", default=PG)
+    add_option(parser)
     args = parser.parse_args()
     print("runbook-bot postmortem benchmark: draft time for one incident's whole log")
-    ok = backends.on_each(args.database_url, lambda name, url: run_backend(name, url, args))
+    results = Results("postmortem", "Postmortem draft, 5,000 log entries",
+                      {"entries": args.entries, "runs": args.runs})  # fmt: skip
+    ok = backends.on_each(
+        args.database_url, lambda name, url: run_backend(name, url, args, results)
+    )
+    results.write(args.json)
     return 0 if ok else 1
 
 

@@ -44,6 +44,7 @@ import yaml
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
+from bench.results import Results, add_option
 from bot import migrations
 from bot.alerts import ingest
 from bot.alerts.payload import WebhookPayload
@@ -310,6 +311,23 @@ def report(args: argparse.Namespace, result: Result) -> int:
         "re-checks escalations periodically, so a lost escalation task can be ~18 min late; "
         f"here a timer is a row, and the worst of {len(late)} was {worst:.2f} s late"
     )
+    mode_name = "burst" if args.burst else "spread"
+    parameters = {
+        key: getattr(args, key) for key in ("timers", "workers", "window", "lead", "burst")
+    }
+    results = Results("timers", f"Escalation timers ({mode_name})", parameters)
+    results.distribution("timer lateness", late, "s")
+    if result.last_fired is not None and len(late):
+        span = (result.last_fired - result.first_due).total_seconds()
+        results.metric("timers fired per second", len(late) / span if span > 0 else 0.0, "1/s")
+    limits = (None, None) if args.burst else (TARGET_P99, TARGET_MAX)
+    results.metric("lateness p50", p50, "s")
+    results.metric("lateness p99", p99, "s", target=limits[0], op="<")
+    results.metric("lateness max", worst, "s", target=limits[1], op="<")
+    results.metric("duplicate or lost timers", duplicates + lost, "timers", target=0)
+    results.metric("worker CPU while firing", used["workers"], "s")
+    results.metric("PostgreSQL CPU while firing", used["PostgreSQL"], "s")
+    results.write(args.json)
     if duplicates or lost:
         print(f"duplicates {duplicates}, lost {lost} (target 0): MISS")
         return 1
@@ -337,6 +355,7 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=30.0, help="seconds the dues spread")
     parser.add_argument("--lead", type=float, default=3.0, help="seconds to the first due")
     parser.add_argument("--burst", action="store_true", help="every timer due at once")
+    add_option(parser)
     args = parser.parse_args()
     url: str = args.database_url
     if not (make_url(url).database or "").endswith("_bench"):

@@ -21,6 +21,7 @@ import atheris
 # Import what the parsers stand on first, uninstrumented: instrumenting everything loaded
 # (atheris.instrument_all) takes half a minute; only the parsers' own code needs coverage.
 import bot.actions  # noqa: F401
+from tests.fuzz.parser_names import NAMES
 
 PARSER_MODULES = [
     "bot.actions.bmc.ipmitool",
@@ -47,6 +48,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "ibstat.parse": ibstat.parse,
 }
 """Parser name -> the function; the fixtures that seed each are in test_parsers_atheris.py."""
+assert tuple(PARSERS) == NAMES, "tests/fuzz/parser_names.py lists the parsers fuzzed"
 
 
 def _crashes_on_boom(text: str) -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz.atheris_parsers import PARSERS
 from tests.fuzz.conftest import Tally
+from tests.fuzz.parser_names import NAMES as PARSERS
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -12,7 +12,7 @@ from bot.actions.gpu import xid
 from bot.errors import ConfigInvalid, ParamsInvalid
 from tests.actions.conftest import Recorder, RunAction
 
-# The classes table of /work/shared/reference/gpu-faults.md, row by row, as written there.
+# The classes table of docs/xid.md, row by row, as written there.
 # Kept literal on purpose: the test checks the YAML, so it must not read the YAML.
 DOC_TABLE: list[tuple[str, list[int]]] = [
     ("application", [13, 31, 8, 32, 94]),

@@ -1,5 +1,5 @@
 """atheris (libFuzzer for Python) on the parsers of ipmitool, nvidia-smi, dcgmi and ibstat
-output, seeded with the real outputs recorded in tests/fixtures and shared/fixtures.
+output, seeded with the real outputs recorded in tests/fixtures.
 
 Each parser runs in its own process (tests/fuzz/atheris_parsers.py) for a bounded number
 of runs and time, with a fixed seed; all run at once, so the whole test takes about
@@ -24,12 +24,11 @@ from tests.fuzz.parser_names import NAMES as PARSERS
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
-SHARED = ROOT.parent / "shared" / "fixtures"
 SECONDS = int(os.environ.get("FUZZ_SECONDS", "3"))
 RUNS = int(os.environ.get("FUZZ_RUNS", "200000"))
 SEEDS = {
     "ipmitool": [FIXTURES / "ipmitool"],
-    "nvidia_smi": [FIXTURES / "nvidia-smi", SHARED / "nvidia-smi"],
+    "nvidia_smi": [FIXTURES / "nvidia-smi"],
     "dcgmi": [FIXTURES / "dcgmi"],
     "ibstat": [FIXTURES / "ibstat"],
 }

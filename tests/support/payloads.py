@@ -1,4 +1,4 @@
-"""Alertmanager v4 webhook payloads, shaped like the real ones in shared/fixtures."""
+"""Alertmanager v4 webhook payloads, shaped like the real ones in tests/fixtures/alertmanager."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def fixture(name: str) -> dict[str, Any]:
-    """A real payload recorded from Alertmanager 0.25 (shared/fixtures/alertmanager/NAME)."""
+    """A real payload recorded from Alertmanager 0.25 (tests/fixtures/alertmanager/NAME)."""
     data: dict[str, Any] = json.loads((FIXTURES / "alertmanager" / name).read_text())
     return data
 

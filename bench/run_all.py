@@ -128,6 +128,16 @@ def run_one(bench: Benchmark, quick: bool, out: Path) -> Outcome:
     )
 
 
+def command_line(outcome: Outcome) -> str:
+    """The command as any clone runs it from its root: the interpreter left out, paths inside
+    the checkout relative to it (summary.json is committed: it names no one's folders)."""
+    words = [Path(w) for w in outcome.command[1:]]
+    return " ".join(
+        str(w.relative_to(ROOT)) if w.is_absolute() and w.is_relative_to(ROOT) else str(w)
+        for w in words
+    )
+
+
 def rows(outcomes: list[Outcome], out: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every metric of every results file (plus each run's peak RSS); the problems met."""
     found: list[dict[str, Any]] = []
@@ -225,7 +235,7 @@ def main() -> int:
         "benchmarks": [
             {
                 "name": o.name,
-                "command": " ".join(Path(c).name if c == PYTHON else c for c in o.command[1:]),
+                "command": command_line(o),
                 "exit_code": o.exit_code,
                 "seconds": round(o.seconds, 1),
                 "peak_rss_mib": round(o.peak_rss_kib / 1024, 1),

@@ -15,8 +15,9 @@ from bot.clock import FrozenClock
 from bot.config import Settings, load_settings
 from bot.db import Database
 from tests.support import server
+from tests.support.ci import backends, environment_problems
 from tests.support.cli import Run
-from tests.support.databases import Templates, backends, fresh_database
+from tests.support.databases import Templates, fresh_database
 from tests.support.payloads import fixture
 
 
@@ -120,7 +121,26 @@ def inc1(client: httpx.Client, on_db: str) -> int:
     return 1
 
 
+TESTS = Path(__file__).parent
+ONE_WORKER_EACH = ("chaos", "browser")
+"""Packages whose tests run one after another on one worker (pytest-xdist's loadgroup): the
+chaos storms load the machine on purpose, and the browser tests share one Chromium and one
+demo per worker. The rest are spread over the workers in any order."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if TESTS in item.path.parents:
+            package = item.path.relative_to(TESTS).parts[0]
+            if package in ONE_WORKER_EACH:
+                item.add_marker(pytest.mark.xdist_group(package))
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # A run that would test less than it claims stops here, before collection.
+    problems = environment_problems()
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
     # Settings must not leak in from the developer's shell.
     import os
 

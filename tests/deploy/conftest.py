@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.databases import IN_CI
+from tests.support.ci import skip_or_fail
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 RULES = DEPLOY / "prometheus-rules.yaml"
@@ -32,10 +32,7 @@ def _tool(name: str, package: str) -> str:
     path = shutil.which(name)
     if path is not None:
         return path
-    message = f"{name} not found on PATH (apt-get install {package})"
-    if IN_CI:
-        pytest.fail(message + " (CI must run every test)", pytrace=False)
-    pytest.skip(message)
+    skip_or_fail(f"{name} not found on PATH", install=f"apt-get install {package}")
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ versions; then `runbook-bot postmortem final|versions|export` run in-process."""
 
 from __future__ import annotations
 
-import importlib.util
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -385,10 +384,6 @@ def test_cli_postmortem_errors(
     assert "invalid choice: 'fr'" in err
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("bot.postmortem.service") is None,
-    reason="bot.postmortem.service (the draft) is not written yet",
-)
 def test_cli_postmortem_incident_prints_the_draft(run: Run, inc1: int, tmp_path: Path) -> None:
     code, out, err = run("postmortem", "INC-1", "--lang", "en")
     assert code == 0, err

@@ -1,1 +1,1 @@
-"""Test support: databases, a live server, payload builders, loopback peers."""
+"""Test support: databases, a live server, payload builders, loopback peers, CI guards."""

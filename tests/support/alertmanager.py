@@ -23,7 +23,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.databases import IN_CI
+from tests.support.ci import skip_or_fail
 from tests.support.payloads import iso
 
 BINARY = Path("/usr/bin/prometheus-alertmanager")
@@ -39,10 +39,9 @@ def require_binary() -> None:
     """Skip locally, fail in CI, when Alertmanager is not installed."""
     if os.access(BINARY, os.X_OK):
         return
-    message = f"Alertmanager not found at {BINARY} (apt-get install prometheus-alertmanager)"
-    if IN_CI:
-        pytest.fail(message + " (CI must run every test)", pytrace=False)
-    pytest.skip(message)
+    skip_or_fail(
+        f"Alertmanager not found at {BINARY}", install="apt-get install prometheus-alertmanager"
+    )
 
 
 def config(webhook_url: str, token: str) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Fresh, migrated databases per test, on SQLite and on the real PostgreSQL.
 
 Migrations run once per session into a template (a file for SQLite, a template database
-for PostgreSQL); each test gets a copy, so tests that commit never see each other.
+for PostgreSQL); each test gets a copy, so tests that commit never see each other. Every
+PostgreSQL name carries the process id or a random part, so parallel workers never meet.
+`RUNBOOK_BOT_TEST_BACKENDS` (tests/support/ci.py) picks the backends, all by default.
 """
 
 from __future__ import annotations
@@ -14,18 +16,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from bot import migrations
 from bot.db import Database
+from tests.support.ci import skip_or_fail
 
 PG_ADMIN = os.environ.get("RUNBOOK_BOT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def backends() -> list[str]:
-    wanted = os.environ.get("RUNBOOK_BOT_TEST_BACKENDS", "sqlite,postgresql")
-    return [name.strip() for name in wanted.split(",") if name.strip()]
 
 
 def require_postgres() -> None:
@@ -34,10 +30,10 @@ def require_postgres() -> None:
         with psycopg.connect(PG_ADMIN, connect_timeout=3):
             return
     except psycopg.OperationalError as exc:
-        message = f"PostgreSQL not reachable at {PG_ADMIN}: {exc}".strip()
-        if IN_CI:
-            pytest.fail(message + " (CI must run every test)", pytrace=False)
-        pytest.skip(message)
+        skip_or_fail(
+            f"PostgreSQL not reachable at {PG_ADMIN}: {str(exc).strip()}",
+            install="apt-get install postgresql, or set RUNBOOK_BOT_TEST_PG to a server URL",
+        )
 
 
 def _admin(sql: str) -> None:

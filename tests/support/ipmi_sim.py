@@ -35,7 +35,7 @@ from typing import TypeVar
 
 import pytest
 
-from tests.support.databases import IN_CI
+from tests.support.ci import skip_or_fail
 
 USERNAME = "admin"
 PASSWORD = "sim-Pa55word-7f3c"
@@ -136,10 +136,7 @@ def require_tools() -> None:
     missing = [name for name in ("ipmi_sim", "ipmitool") if shutil.which(name) is None]
     if not missing:
         return
-    message = f"{' and '.join(missing)} not found (apt-get install openipmi ipmitool)"
-    if IN_CI:
-        pytest.fail(message + " (CI must run every test)", pytrace=False)
-    pytest.skip(message)
+    skip_or_fail(f"{' and '.join(missing)} not found", install="apt-get install openipmi ipmitool")
 
 
 @dataclass

@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from tests.support.alertmanager import free_port
-from tests.support.databases import IN_CI
+from tests.support.ci import skip_or_fail
 
 COMMAND_SECONDS = 60
 
@@ -38,10 +38,7 @@ def require() -> Path:
     bindir = _bindir()
     if bindir is not None and (os.geteuid() != 0 or shutil.which("runuser")):
         return bindir
-    message = "PostgreSQL server binaries not found (apt-get install postgresql)"
-    if IN_CI:
-        pytest.fail(message + " (CI must run every test)", pytrace=False)
-    pytest.skip(message)
+    skip_or_fail("PostgreSQL server binaries not found", install="apt-get install postgresql")
 
 
 @dataclass

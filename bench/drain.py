@@ -29,6 +29,7 @@ from pathlib import Path
 
 from bench.results import Results, add_option
 from bot.actions import ActionContext, execute, registry
+from bot.clock import SystemClock
 from bot.config import load_settings
 from bot.sim import SimHandle, crowded_node, running
 
@@ -63,7 +64,10 @@ def census(sim: SimHandle) -> tuple[int, Counter[str]]:
 
 
 def ours(sim: SimHandle, timeout: float) -> Run:
-    ctx = ActionContext(actor="bench", settings=load_settings(), kube_factory=sim.api_client)
+    # The wall clock: the drain polls and retries in real seconds, as kubectl does.
+    ctx = ActionContext(
+        actor="bench", settings=load_settings(), clock=SystemClock(), kube_factory=sim.api_client
+    )
     started = time.monotonic()
     outcome = execute(registry.get("k8s.drain"), {"node": NODE, "timeout": f"{timeout}s"}, ctx)
     seconds = time.monotonic() - started

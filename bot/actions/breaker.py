@@ -33,6 +33,7 @@ def check(ctx: ActionContext, node: str) -> None:
         api.list_node,
         label_selector=settings.gpu_node_selector,
         timeout=settings.kube_timeout.total_seconds(),
+        clock=ctx.clock,
     ).items
     held = sorted(n.metadata.name for n in nodes if marks.held_by_bot(n))
     if node in held or not any(n.metadata.name == node for n in nodes):

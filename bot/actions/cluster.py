@@ -2,17 +2,17 @@
 
 `connect` builds an `ApiClient` from settings (a kubeconfig and context, the standard
 `KUBECONFIG`, or in-cluster config). `call` runs one API call with a timeout, retries
-throttling and server errors a bounded number of times with backoff, and turns what is
-left into `PermanentActionError` / `TemporaryActionError` whose message names the cluster
-and what to check. Executors catch `ApiException` themselves only for the statuses that
-mean something to them (a 404 on eviction is success, a 429 names a PDB).
+throttling and server errors a bounded number of times with backoff (waiting on the
+action's clock), and turns what is left into `PermanentActionError` /
+`TemporaryActionError` whose message names the cluster and what to check. Executors catch
+`ApiException` themselves only for the statuses that mean something to them (a 404 on
+eviction is success, a 429 names a PDB).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import PermanentActionError, TemporaryActionError
 
@@ -67,11 +68,13 @@ def call(
     fn: Callable[..., T],
     *args: Any,
     timeout: float,
+    clock: Clock,
     attempts: int = 4,
     passthrough: Iterable[int] = (),
     **kwargs: Any,
 ) -> T:
     """Run `fn(*args, **kwargs)`; `what` says what it does, for messages ("cordon gpu-node-02").
+    The backoff between attempts waits on `clock` (the action's, `ctx.clock`).
 
     Statuses in `passthrough` are re-raised as `ApiException` for the caller to interpret.
     """
@@ -84,13 +87,13 @@ def call(
             if exc.status in keep:
                 raise
             if exc.status in RETRY_STATUSES and attempt < attempts:
-                time.sleep(delay)
+                clock.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             raise _translate(what, exc) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if attempt < attempts:
-                time.sleep(delay)
+                clock.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             raise TemporaryActionError(

@@ -36,6 +36,7 @@ class ActionContext:
 
     actor: str
     settings: Settings
+    # Timestamps, and every wait and deadline of the action (polls, backoff, timeouts).
     clock: Clock = field(default_factory=SystemClock)
     incident: str | None = None
     dry_run: bool = False

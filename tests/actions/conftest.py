@@ -1,5 +1,11 @@
 """Fixtures for action tests: the simulated GPU cluster and a context that runs actions on
-it through the real `kubernetes` client, recording what the executors log."""
+it through the real `kubernetes` client, recording what the executors log.
+
+Actions wait on their context's clock. By default it keeps the simulator's pace (a
+`ScaledClock` at TIME_SCALE: a drain's 1 s poll takes 20 ms, as a pod's 5 s grace period
+takes 100 ms) under a frozen timeline; a test that moves time itself passes a
+`FrozenClock` (`ctx_={"clock": ...}`), and what it arranges with `call_later` happens at
+that moment of the action's wait."""
 
 from __future__ import annotations
 
@@ -11,10 +17,12 @@ from typing import Any
 import pytest
 
 from bot.actions import ActionContext, Outcome, execute, registry
-from bot.clock import FrozenClock
+from bot.clock import FrozenClock, ScaledClock
 from bot.config import load_settings
 from bot.sim import SimHandle, running, seed
 from tests.sim.waiting import TIME_SCALE
+
+START = datetime(2026, 11, 29, 22, 10, tzinfo=UTC)
 
 
 @dataclass
@@ -47,7 +55,7 @@ def run_action(sim: SimHandle, recorder: Recorder) -> RunAction:
     """Run a registered action on the simulator: run_action("k8s.cordon", node=..., ...).
 
     Keyword `ctx_` takes ActionContext overrides (dry_run, admin_override, actor, incident,
-    settings; kube_factory None to connect from settings); everything else is a raw
+    settings, clock; kube_factory None to connect from settings); everything else is a raw
     parameter, validated as from an operator.
     """
 
@@ -57,7 +65,8 @@ def run_action(sim: SimHandle, recorder: Recorder) -> RunAction:
         ctx = ActionContext(
             actor=options.pop("actor", "alice"),
             settings=settings,
-            clock=FrozenClock(datetime(2026, 11, 29, 22, 10, tzinfo=UTC)),
+            clock=options.pop("clock", None)
+            or ScaledClock(TIME_SCALE, timeline=FrozenClock(START)),
             incident=options.pop("incident", "INC-7"),
             kube_factory=options.pop("kube_factory", sim.api_client),
             progress=recorder.progress.append,

@@ -3,16 +3,15 @@
 The seed cluster (time x50: a 5 s grace period takes 0.1 s): gpu-node-01 has trainer-0,
 two DaemonSet pods, the kube-proxy mirror pod and a bare pod (debug-shell); gpu-node-02
 has trainer-1 and an llm-inference pod with an emptyDir cache; trainer-pdb keeps three of
-four trainers up. The drain's own 1 s poll and 5 s PDB retry are real seconds.
+four trainers up. The drain's 1 s poll and 5 s PDB retry keep the simulator's pace by
+default; the tests of retries and timeouts run the drain on a `FrozenClock` instead, with
+pods that leave at once (grace_period 0), so each poll, retry and deadline falls at an
+exact moment and what the test arranges happens between two of them.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -20,9 +19,11 @@ from kubernetes import client
 
 from bot.actions.kubernetes import api, draining, marks
 from bot.actions.kubernetes.drain import DrainResult
+from bot.clock import FrozenClock
 from bot.errors import ParamsInvalid
 from bot.sim import SimHandle
-from tests.actions.conftest import Recorder, RunAction
+from tests.actions.conftest import START, Recorder, RunAction
+from tests.sim.waiting import eventually
 
 EVICTIONS = "/api/v1/namespaces/*/pods/*/eviction"
 
@@ -51,25 +52,17 @@ def _evictions(sim: SimHandle, namespace: str, name: str) -> list[int]:
     return [r.status for r in sim.cluster.requests_made("POST", path)]
 
 
-@contextmanager
-def _when(condition: Callable[[], bool], then: Callable[[], Any]) -> Iterator[None]:
-    """While the block runs a drain, run `then` on a thread once `condition` holds (<= 20 s)."""
-    failed: list[str] = []
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock(START)
 
-    def watch() -> None:
-        deadline = time.monotonic() + 20
-        while not condition():
-            if time.monotonic() > deadline:
-                failed.append("the condition never held")
-                return
-            time.sleep(0.01)
-        then()
 
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    yield
-    thread.join(timeout=25)
-    assert not thread.is_alive() and not failed, failed
+def _replaced_and_ready(sim: SimHandle, namespace: str, name: str, old_uid: str) -> bool:
+    pod = sim.cluster.get("Pod", namespace, name)
+    if pod is None or pod["metadata"]["uid"] == old_uid:
+        return False
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def test_drain_evicts_controller_pods_and_leaves_daemonset_and_mirror_pods_running(
@@ -169,7 +162,7 @@ def test_k8s_drain_refuses_disruptive_flags_and_points_at_drain_unsafe(
 
 
 def test_pdb_blocked_eviction_is_retried_until_the_replacement_is_ready(
-    sim: SimHandle, run_action: RunAction, recorder: Recorder
+    sim: SimHandle, run_action: RunAction, recorder: Recorder, clock: FrozenClock
 ) -> None:
     # trainer-0 hangs terminating, so trainer-pdb (3 of 4) has no disruption left.
     core = client.CoreV1Api(sim.api_client())
@@ -177,21 +170,44 @@ def test_pdb_blocked_eviction_is_retried_until_the_replacement_is_ready(
     core.create_namespaced_pod_eviction(
         "trainer-0", "ml", client.V1Eviction(metadata=client.V1ObjectMeta(name="trainer-0"))
     )
+    stuck = sim.cluster.get("Pod", "ml", "trainer-0")
+    assert stuck is not None
 
-    def blocked() -> bool:
-        return 429 in _evictions(sim, "ml", "trainer-1")
+    def release() -> None:
+        # 2 s in, after trainer-1's refusal and before its retry: trainer-0 goes, and its
+        # replacement is Ready elsewhere before the drain's clock moves on.
+        sim.cluster.remove_pod("ml", "trainer-0")
+        eventually(
+            lambda: _replaced_and_ready(sim, "ml", "trainer-0", stuck["metadata"]["uid"]),
+            what="trainer-0's replacement to be Ready",
+        )
 
-    # Once trainer-1 is refused, trainer-0 goes and its replacement starts elsewhere.
-    with _when(blocked, lambda: sim.cluster.remove_pod("ml", "trainer-0")):
-        result = _drain(run_action, node="gpu-node-02")
+    clock.call_later(2, release)
+
+    result = _drain(run_action, ctx_={"clock": clock}, node="gpu-node-02", grace_period=0)
 
     assert result.ok, result.summary
     assert "ml/trainer-1" in result.evicted
     assert _evictions(sim, "ml", "trainer-1") == [429, 201]
-    assert any(
-        "evicted, waiting on ml/trainer-1: PDB ml/trainer-pdb" in line for line in recorder.progress
-    ), recorder.progress
-    assert result.duration_seconds >= draining.RETRY_INTERVAL
+    # Evictions at 0 s; the inference pod read gone at 1 s; trainer-1 retried after the
+    # 5 s RETRY_INTERVAL, accepted, and read gone a 1 s POLL_INTERVAL later.
+    assert clock.slept == [draining.POLL_INTERVAL, 4.0, draining.POLL_INTERVAL]
+    assert result.duration_seconds == draining.RETRY_INTERVAL + draining.POLL_INTERVAL
+    cache = next(pod for pod in result.evicted if pod.startswith("serving/"))
+    blocked = "waiting on ml/trainer-1: PDB ml/trainer-pdb (needs 3 healthy pods, has 3)"
+    # A bare "0/2 evicted" comes first when the inference pod's eviction answers before
+    # trainer-1's refusal; from then on the lines are the clock's.
+    assert [line for line in recorder.progress if line != "0/2 evicted"] == [
+        "gpu-node-02 cordoned",
+        f"deleting emptyDir data of {cache}",
+        f"0/2 evicted, {blocked}",
+        f"1/2 evicted, {blocked}",
+        "1/2 evicted",
+        "2/2 evicted",
+    ]
+    assert result.summary == (
+        "gpu-node-02 drained: evicted 2 pods (emptyDir data deleted for 1), 3 left in place in 6.0s"
+    )
     trainer = sim.cluster.get("Pod", "ml", "trainer-1")
     assert trainer is None or trainer["spec"].get("nodeName") != "gpu-node-02"
 
@@ -201,7 +217,8 @@ def test_pods_one_budget_refuses_retry_in_turn_and_never_within_5s() -> None:
 
     def first_retry(name: str, budget: str) -> float:
         pod = draining._Pod(draining.PodRef("ml", name, "uid"))
-        delay = draining._apply(pod, draining._Answer("blocked", budget, budget), False, refusals)
+        answer = draining._Answer("blocked", budget, budget)
+        delay = draining._apply(pod, answer, 0.0, False, refusals)
         return -1.0 if delay is None else delay
 
     shards = [first_retry(f"shard-{i}", "PDB ml/shard-pdb") for i in range(4)]
@@ -226,44 +243,54 @@ def test_eviction_answered_404_counts_as_already_gone(
 
 
 def test_a_pod_rebound_to_another_node_is_not_evicted_again(
-    sim: SimHandle, run_action: RunAction
+    sim: SimHandle, run_action: RunAction, clock: FrozenClock
 ) -> None:
     sim.cluster.fail_evictions("ml", "trainer-1", 429)
+    # Refused at 0 s; 2 s later, before the retry, trainer-1 is replaced on gpu-node-03.
+    clock.call_later(2, lambda: sim.cluster.rebind("ml", "trainer-1", "gpu-node-03"))
 
-    def refused() -> bool:
-        return _evictions(sim, "ml", "trainer-1") == [429]
-
-    with _when(refused, lambda: sim.cluster.rebind("ml", "trainer-1", "gpu-node-03")):
-        result = _drain(run_action, node="gpu-node-02")
+    result = _drain(run_action, ctx_={"clock": clock}, node="gpu-node-02", grace_period=0)
 
     assert result.ok, result.summary
-    assert [n.pod for n in result.gone] == ["ml/trainer-1"]
-    assert "gpu-node-03" in result.gone[0].reason
+    assert [(n.pod, n.reason) for n in result.gone] == [
+        ("ml/trainer-1", "replaced by a new pod of that name on gpu-node-03 while waiting")
+    ]
     assert _evictions(sim, "ml", "trainer-1") == [429]
+    # kubectl re-reads the pod before the retry at 5 s, and finds it moved.
+    assert result.duration_seconds == draining.RETRY_INTERVAL
     moved = sim.cluster.get("Pod", "ml", "trainer-1")
     assert moved is not None and moved["spec"]["nodeName"] == "gpu-node-03"
     assert "deletionTimestamp" not in moved["metadata"]
 
 
 def test_timeout_returns_the_pods_that_remain_and_why(
-    sim: SimHandle, run_action: RunAction, recorder: Recorder
+    sim: SimHandle, run_action: RunAction, recorder: Recorder, clock: FrozenClock
 ) -> None:
     sim.cluster.make_stuck("ml", "trainer-3")
 
-    started = time.monotonic()
-    outcome = run_action("k8s.drain", node="gpu-node-04", timeout="2s")
-    took = time.monotonic() - started
+    outcome = run_action("k8s.drain", ctx_={"clock": clock}, node="gpu-node-04", timeout="2s")
 
     result = outcome.result
     assert isinstance(result, DrainResult)
     assert result.ok is False and outcome.retry_after is None
     assert [n.pod for n in result.remaining] == ["ml/trainer-3"]
-    assert "still terminating" in result.remaining[0].reason
-    assert result.summary.startswith("gpu-node-04 not drained after 2s")
+    assert result.remaining[0].reason.startswith("evicted 2s ago, still terminating")
+    assert result.summary.startswith("gpu-node-04 not drained after 2s: 0 pods gone, 1 pod")
     assert ("ml", "trainer-3") in sim.cluster.snapshot().terminating
-    assert 2.0 <= took < 4.0
+    # Evicted at 0 s, read at 1 s, and at the 2 s deadline the drain stops waiting.
+    assert clock.slept == [draining.POLL_INTERVAL] * 2
+    assert result.duration_seconds == 2.0
+    reads = sim.cluster.requests_made("GET", "/api/v1/namespaces/ml/pods/trainer-3")
+    assert len(reads) == 1
     finished = next(data for kind, _, data in recorder.records if kind == "drain.finished")
     assert finished["timed_out"] is True and finished["remaining"][0]["pod"] == "ml/trainer-3"
+    assert finished["duration_seconds"] == 2.0
+    assert recorder.types() == [
+        "action.started",
+        "drain.started",
+        "drain.finished",
+        "action.failed",
+    ]
 
 
 def test_dry_run_reports_the_plan_and_changes_nothing(

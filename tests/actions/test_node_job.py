@@ -1,5 +1,8 @@
 """k8s.node_job on the simulated cluster: Jobs pinned to a node run the scenario's command
-table; the exit code, the end of the log, the Job deleted afterwards, timeouts, dry run."""
+table; the exit code, the end of the log, the Job deleted afterwards, timeouts, dry run.
+
+The Job's pod runs in the simulator's time, which the default clock keeps pace with; the
+timeout test runs the wait on a `FrozenClock`, so its polls and deadline are exact."""
 
 from __future__ import annotations
 
@@ -10,11 +13,13 @@ import pytest
 from kubernetes import client
 
 from bot.actions import registry
+from bot.actions.kubernetes import node_job
+from bot.clock import FrozenClock
 from bot.config import load_settings
 from bot.errors import ParamsInvalid
 from bot.sim import SimHandle
 from bot.sim.scenario import Command
-from tests.actions.conftest import Recorder, RunAction
+from tests.actions.conftest import START, Recorder, RunAction
 from tests.sim.waiting import eventually
 
 JOBS = "/apis/batch/v1/namespaces/runbook-bot/jobs*"
@@ -49,12 +54,11 @@ def test_a_job_on_a_cordoned_node_returns_the_scenarios_exit_code_and_output_and
     assert (result.ok, result.exit_code, result.succeeded) == (True, 255, False)
     assert result.log_tail == _scenario_output(sim, "gpu-node-03")
     assert result.log_truncated is False
-    assert result.summary.startswith("`nvidia-smi` on gpu-node-03 exited 255 after ")
-    assert result.summary.endswith(
-        ": Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error"
+    assert result.summary == (
+        f"`nvidia-smi` on gpu-node-03 exited 255 after {result.duration_seconds:.1f}s: "
+        "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error"
     )
     assert result.job.startswith("runbook-bot/runbook-bot-gpu-node-03-")
-    assert 0 < result.duration_seconds < 5
     eventually(lambda: _left(sim) == ([], []), what="the Job and its pod to go")
     assert len(sim.cluster.requests_made("POST", JOBS)) == 1
     [delete] = sim.cluster.requests_made("DELETE", JOBS)
@@ -119,14 +123,25 @@ def test_a_long_log_keeps_exactly_its_last_bytes(
     assert result.log_truncated is True
 
 
+def _running(sim: SimHandle) -> bool:
+    return any(p["status"].get("phase") == "Running" for p in _left(sim)[1])
+
+
 def test_a_command_that_hangs_times_out_saying_what_it_waited_on_and_is_deleted(
     run_action: RunAction, sim_with_namespace: SimHandle
 ) -> None:
     sim = sim_with_namespace
     sim.cluster.commands.append(Command(command=["dcgmi", "diag", "-r", "3"], seconds=3600))
+    clock = FrozenClock(START)
+    # A second into the wait the pod has started (in the simulator's time) and runs on.
+    clock.call_later(1, lambda: eventually(lambda: _running(sim), what="the Job's pod to run"))
 
     result: Any = run_action(
-        "k8s.node_job", node="gpu-node-02", command=["dcgmi", "diag", "-r", "3"], timeout="5s"
+        "k8s.node_job",
+        ctx_={"clock": clock},
+        node="gpu-node-02",
+        command=["dcgmi", "diag", "-r", "3"],
+        timeout="5s",
     ).result
 
     assert (result.ok, result.exit_code, result.succeeded) == (False, None, False)
@@ -134,7 +149,10 @@ def test_a_command_that_hangs_times_out_saying_what_it_waited_on_and_is_deleted(
         "timed out after 5s waiting for pod runbook-bot/runbook-bot-gpu-node-02-"
     )
     assert result.summary.endswith("on gpu-node-02 (Running)")
-    assert 5 <= result.duration_seconds < 7
+    # Polls back off from POLL_FIRST to POLL_MAX and stop at the deadline, not past it.
+    assert clock.slept[:4] == [node_job.POLL_FIRST, 0.2, 0.4, node_job.POLL_MAX]
+    assert max(clock.slept) == node_job.POLL_MAX
+    assert result.duration_seconds == 5.0
     eventually(lambda: sim.cluster.objects("Job", "runbook-bot") == [], what="the Job to go")
     assert len(sim.cluster.requests_made("DELETE", JOBS)) == 1
 

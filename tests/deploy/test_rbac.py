@@ -36,7 +36,7 @@ from tests.runbooks import (
     test_e2e_overheating,
     test_e2e_storage_failure,
 )
-from tests.runbooks.drive import RUNBOOKS, Drive, simulated_time, simulator
+from tests.runbooks.drive import RUNBOOKS, Drive, simulator
 from tests.sim.waiting import TIME_SCALE
 
 BOT = "system:serviceaccount:runbook-bot:runbook-bot"
@@ -212,11 +212,8 @@ def test_an_unknown_token_is_unauthorized_and_the_admin_may_do_anything(
 
 
 @pytest.fixture
-def drive(
-    db: Database, clock: FrozenClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Drive]:
+def drive(db: Database, clock: FrozenClock, tmp_path: Path) -> Iterator[Drive]:
     """tests/runbooks' drive with the simulator enforcing the shipped RBAC."""
-    simulated_time(monkeypatch)
     with (
         simulator(seed(grace_seconds=5, startup_seconds=2), rbac=chart.shipped_rbac()) as sim,
         Drive(db, clock, tmp_path, sim).serving() as drive,

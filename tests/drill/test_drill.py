@@ -25,7 +25,7 @@ from bot.escalation import acknowledge
 from bot.incidents import log
 from bot.runbooks import service as runbooks
 from bot.sim import alerts, seed
-from tests.runbooks.drive import Drive, simulated_time, simulator
+from tests.runbooks.drive import Drive, simulator
 from tests.sim.waiting import eventually
 from tests.support import server
 from tests.support.cli import Run
@@ -85,10 +85,7 @@ class Team:
 
 
 @pytest.fixture
-def team(
-    db: Database, clock: FrozenClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Team]:
-    simulated_time(monkeypatch)
+def team(db: Database, clock: FrozenClock, tmp_path: Path) -> Iterator[Team]:
     token_file = tmp_path / "webhook-token"
     token_file.write_text(TOKEN + "\n")
     with simulator(seed(grace_seconds=5, startup_seconds=2)) as sim:

@@ -4,22 +4,25 @@ Redfish BMCs, the worker in-process, and people approving or marking steps done.
 `Drive` wraps the engine rig (tests/runbooks/rig.py) with the cluster: each decision is
 followed by the worker running until there is no work left, so a test reads like the
 on-call's log: approve, mark done, look at the node.
+
+Two times run side by side. The incident's timeline is the test's `FrozenClock`: it moves
+only when the test moves it, so escalations, expiries and the log's timestamps are exact.
+The actions' waits (a drain's polls, `k8s.wait_node_ready`'s minute of Ready) keep the
+simulator's pace, on the same clock's `ScaledClock` (1 / TIME_SCALE times real speed),
+and never move the timeline.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import httpx
 import pytest
 
-from bot.actions.kubernetes import waits
-from bot.clock import FrozenClock
+from bot.clock import FrozenClock, ScaledClock
 from bot.db import Database
 from bot.errors import ApprovalRefused
 from bot.incidents import log
@@ -52,17 +55,6 @@ def simulator(scenario: Scenario, rbac: Rbac | None = None) -> Iterator[SimHandl
         yield handle
 
 
-def simulated_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    """k8s.wait_node_ready holds Ready for a minute of the simulator's time, not the
-    test's: its clock runs as fast as the simulator's (1 / TIME_SCALE)."""
-    speed = 1 / TIME_SCALE
-    fast = SimpleNamespace(
-        monotonic=lambda: time.monotonic() * speed,
-        sleep=lambda seconds: time.sleep(seconds / speed),
-    )
-    monkeypatch.setattr(waits, "time", fast)
-
-
 class Drive:
     def __init__(self, db: Database, clock: FrozenClock, tmp: Path, sim: SimHandle) -> None:
         bmc = sim.bmc_settings(tmp / "bmc-password")
@@ -70,7 +62,9 @@ class Drive:
         bmc.update(timeout="2s", power_timeout="20s", attempts=3)
         self.rig = Rig(db, clock, tmp, runbooks_dir=RUNBOOKS, bmc=bmc)
         self.sim = sim
-        self.worker = Worker(db, self.rig.settings, clock, kube_factory=sim.api_client)
+        # The worker's timeline is the test's clock; its actions wait in the simulator's time.
+        self.clock = ScaledClock(TIME_SCALE, timeline=clock)
+        self.worker = Worker(db, self.rig.settings, self.clock, kube_factory=sim.api_client)
         self._webhook: httpx.Client | None = None
 
     def fire(self, **labels: Any) -> int:

@@ -35,6 +35,7 @@ def read_node(ctx: ActionContext, name: str) -> Any:
             core(ctx).read_node,
             name,
             timeout=timeout(ctx),
+            clock=ctx.clock,
             passthrough=[404],
         )
     except ApiException as exc:
@@ -59,6 +60,7 @@ def patch_node(
         name,
         body,
         timeout=timeout(ctx),
+        clock=ctx.clock,
         passthrough=passthrough,
         _content_type=MERGE_PATCH,
         **dry_run(ctx),

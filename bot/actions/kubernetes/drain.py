@@ -9,7 +9,6 @@ recreates. The algorithm (filters, parallel evictions, waiting) lives in `draini
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Annotated
 
@@ -108,7 +107,7 @@ class DrainResult(Result):
 
 
 def drain(ctx: ActionContext, params: DrainOptions) -> DrainResult:
-    started = time.monotonic()
+    started = ctx.clock.monotonic()
     timeout = params.timeout or ctx.settings.drain_timeout
     cordon = nodes.cordon(ctx, nodes.CordonParams(node=params.node, reason=params.reason))
     if not cordon.changed:
@@ -129,7 +128,7 @@ def drain(ctx: ActionContext, params: DrainOptions) -> DrainResult:
         ctx.progress(f"deleting emptyDir data of {pod}" + _dry(ctx))
     deadline = started + timeout.total_seconds()
     done = draining.evict(ctx, plan.evict, node=params.node, rules=rules, deadline=deadline)
-    duration = round(time.monotonic() - started, 3)
+    duration = round(ctx.clock.monotonic() - started, 3)
     result = DrainResult(
         ok=not done.remaining,
         summary=_summary(params.node, plan, done, duration, timeout, ctx.dry_run),
@@ -204,7 +203,7 @@ def _refused(
         skipped=_notes(plan.skipped),
         refused=_notes(plan.refused),
         delete_emptydir_data=params.delete_emptydir_data,
-        duration_seconds=round(time.monotonic() - started, 3),
+        duration_seconds=round(ctx.clock.monotonic() - started, 3),
         changed=cordoned,
     )
 

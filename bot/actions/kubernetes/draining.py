@@ -10,7 +10,8 @@ with no controller. `evict` evicts every planned pod at once and waits for each 
 
 The caller's thread keeps each pod's next step on a timer heap and hands it (one API call)
 to a bounded pool, so a pod waiting on a budget holds no worker and a hundred pods start
-at once. Only the caller's thread reports.
+at once. Only the caller's thread reports. Every wait and deadline is on the action's clock
+(`ctx.clock`), so a test moves time instead of waiting for it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import itertools
 import json
 import re
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -99,6 +99,7 @@ def plan(ctx: ActionContext, node: str, selector: str | None, rules: Rules) -> P
         field_selector=f"spec.nodeName={node}",
         label_selector=selector,
         timeout=api.timeout(ctx),
+        clock=ctx.clock,
     ).items
     apps = client.AppsV1Api(ctx.kube())
 
@@ -159,7 +160,9 @@ def classify(
 def _found(ctx: ActionContext, what: str, fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)`, or None when the API answers 404 Not Found."""
     try:
-        return cluster.call(what, fn, *args, timeout=api.timeout(ctx), passthrough=[404])
+        return cluster.call(
+            what, fn, *args, timeout=api.timeout(ctx), clock=ctx.clock, passthrough=[404]
+        )
     except ApiException:
         return None
 
@@ -174,11 +177,11 @@ class _Pod:
     outcome: str = ""  # evicted | gone | failed, once settled
     why: str = ""
 
-    def remains(self) -> str:
+    def remains(self, now: float) -> str:
         if self.outcome:  # failed
             return self.why
         if self.waiting:
-            late = time.monotonic() - self.accepted_at
+            late = now - self.accepted_at
             return f"evicted {late:.0f}s ago, still terminating" + (self.why and f" ({self.why})")
         times = "once" if self.attempts == 1 else f"{self.attempts} times"
         return f"eviction refused {times}: {self.blocked_by}" if self.attempts else "not evicted"
@@ -194,6 +197,7 @@ def evict(
     ctx: ActionContext, refs: list[PodRef], *, node: str, rules: Rules, deadline: float
 ) -> Drained:
     """Evict (or delete) every pod at once and wait for each to leave, until `deadline`."""
+    clock = ctx.clock
     calls = _Calls(ctx, node, rules)
     pods = [_Pod(ref) for ref in refs]
     order = itertools.count()
@@ -204,24 +208,27 @@ def evict(
     def settle(done: set[Future[_Answer]]) -> None:
         for future in done:
             pod = running.pop(future)
-            delay = _apply(pod, future.result(), ctx.dry_run, refusals)
+            now = clock.monotonic()
+            delay = _apply(pod, future.result(), now, ctx.dry_run, refusals)
             if delay is not None:
-                heapq.heappush(timers, (time.monotonic() + delay, next(order), pod))
+                heapq.heappush(timers, (now + delay, next(order), pod))
 
     # More threads than pooled connections would open and drop a connection per call.
     pooled = getattr(getattr(ctx.kube(), "configuration", None), "connection_pool_maxsize", 0)
     workers = max(1, min(MAX_WORKERS, len(pods), pooled or MAX_WORKERS))
     with ThreadPoolExecutor(workers, thread_name_prefix="drain") as pool:
-        while (timers or running) and time.monotonic() < deadline:
-            now = time.monotonic()
+        while (timers or running) and clock.monotonic() < deadline:
+            now = clock.monotonic()
             while timers and timers[0][0] <= now:
                 pod = heapq.heappop(timers)[2]
                 running[pool.submit(calls.step, pod.ref, pod.waiting, pod.attempts)] = pod
             pause = max(0.0, min(timers[0][0] if timers else deadline, deadline) - now)
             if running:
+                # The calls in flight answer within the API timeout; a test clock stands
+                # still meanwhile, so its timers fall due only once they have answered.
                 settle(wait(running, timeout=pause, return_when=FIRST_COMPLETED).done)
             else:
-                time.sleep(pause)
+                clock.sleep(pause)
             shown = _report(ctx, pods, shown)
         # Past the deadline, calls already sent still answer (each within the API timeout),
         # so the result says what really happened to those pods.
@@ -233,14 +240,17 @@ def evict(
         elif pod.outcome == "gone":
             drained.gone.append((pod.ref.key, pod.why))
         else:
-            drained.remaining.append((pod.ref.key, pod.remains()))
+            drained.remaining.append((pod.ref.key, pod.remains(clock.monotonic())))
     return drained
 
 
-def _apply(pod: _Pod, answer: _Answer, dry_run: bool, refusals: Counter[str]) -> float | None:
-    """Move one pod on by a step's answer: the delay until its next step, or None."""
+def _apply(
+    pod: _Pod, answer: _Answer, now: float, dry_run: bool, refusals: Counter[str]
+) -> float | None:
+    """Move one pod on by a step's answer, come at `now` (the clock's monotonic time): the
+    delay until its next step, or None."""
     if answer.outcome == "accepted" and not dry_run:
-        pod.waiting, pod.blocked_by, pod.accepted_at = True, "", time.monotonic()
+        pod.waiting, pod.blocked_by, pod.accepted_at = True, "", now
         return POLL_INTERVAL  # kubectl reads at once too, but the pod is only just terminating
     if answer.outcome == "blocked":
         pod.attempts += 1
@@ -270,7 +280,7 @@ def _report(ctx: ActionContext, pods: list[_Pod], shown: tuple[str, float]) -> t
     more = f" (and {len(blocked) - 1} more)" if len(blocked) > 1 else ""
     waiting = f", waiting on {blocked[0].ref.key}: {blocked[0].blocked_by}{more}" if blocked else ""
     text = f"{out}/{len(pods)} evicted" + (" (dry run)" if ctx.dry_run else "") + waiting
-    now, (last, at) = time.monotonic(), shown
+    now, (last, at) = ctx.clock.monotonic(), shown
     if text == last or (last.endswith(waiting) and now - at < 1.0 and out < len(pods)):
         return shown
     ctx.progress(text)
@@ -322,7 +332,15 @@ class _Calls:
         options = {"body": body, "passthrough": [404, 409, 429], **api.dry_run(self.ctx)}
         try:
             what, timeout = f"{verb} pod {ref.key}", api.timeout(self.ctx)
-            cluster.call(what, call, ref.name, ref.namespace, timeout=timeout, **options)
+            cluster.call(
+                what,
+                call,
+                ref.name,
+                ref.namespace,
+                timeout=timeout,
+                clock=self.ctx.clock,
+                **options,
+            )
         except ApiException as exc:
             if exc.status == 404:
                 return _Answer("gone", "already gone")
@@ -343,6 +361,7 @@ class _Calls:
                         client.PolicyV1Api(self.ctx.kube()).list_namespaced_pod_disruption_budget,
                         ref.namespace,
                         timeout=api.timeout(self.ctx),
+                        clock=self.ctx.clock,
                     ).items
                 budgets = self.budgets[ref.namespace]
         except ActionError:

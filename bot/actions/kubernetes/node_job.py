@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -93,6 +92,7 @@ def node_job(ctx: ActionContext, params: NodeJobParams) -> NodeJobResult:
             namespace,
             manifest(ctx, params),
             timeout=api.timeout(ctx),
+            clock=ctx.clock,
             attempts=1,
             passthrough=[404],
             **api.dry_run(ctx),
@@ -112,12 +112,12 @@ def node_job(ctx: ActionContext, params: NodeJobParams) -> NodeJobResult:
             job=ref,
         )
     ctx.progress(f"Job {ref} runs `{shown}` on {params.node}")
-    started = time.monotonic()
+    started = ctx.clock.monotonic()
     try:
         run = _await(ctx, job, params)
     finally:
         leftover = _delete(ctx, namespace, job.metadata.name)
-    duration = round(time.monotonic() - started, 3)
+    duration = round(ctx.clock.monotonic() - started, 3)
     if run.problem is not None:
         summary = run.problem
     else:
@@ -219,7 +219,7 @@ def _await(ctx: ActionContext, job: Any, params: NodeJobParams) -> Run:
     """Poll the Job's pod until it has finished or the timeout has passed."""
     namespace, name = job.metadata.namespace, job.metadata.name
     selector = ",".join(f"{k}={v}" for k, v in sorted(job.spec.selector.match_labels.items()))
-    deadline = time.monotonic() + params.timeout.total_seconds()
+    deadline = ctx.clock.monotonic() + params.timeout.total_seconds()
     pause = POLL_FIRST
     pod: Any = None
     while True:
@@ -229,6 +229,7 @@ def _await(ctx: ActionContext, job: Any, params: NodeJobParams) -> Run:
             namespace,
             label_selector=selector,
             timeout=api.timeout(ctx),
+            clock=ctx.clock,
         ).items
         done = [p for p in pods if p.status and p.status.phase in DONE_PHASES]
         pod = done[0] if done else (pods[0] if pods else None)
@@ -240,10 +241,10 @@ def _await(ctx: ActionContext, job: Any, params: NodeJobParams) -> Run:
                 problem = f"pod {namespace}/{pod.metadata.name} failed without running: {why}"
                 return Run(log=log, truncated=truncated, problem=problem)
             return Run(exit_code=code, log=log, truncated=truncated)
-        left = deadline - time.monotonic()
+        left = deadline - ctx.clock.monotonic()
         if left <= 0:
             break
-        time.sleep(min(pause, left))
+        ctx.clock.sleep(min(pause, left))
         pause = min(pause * 2, POLL_MAX)
     waited = f"timed out after {format_duration(params.timeout)} waiting for "
     if pod is None:
@@ -279,6 +280,7 @@ def log_tail(ctx: ActionContext, pod: Any, keep: int) -> tuple[str, bool]:
             tail_lines=lines,
             limit_bytes=cap,
             timeout=api.timeout(ctx),
+            clock=ctx.clock,
         )
         data = text.encode()
         if len(data) < cap:
@@ -315,6 +317,7 @@ def _delete(ctx: ActionContext, namespace: str, name: str) -> str | None:
             namespace,
             propagation_policy="Background",
             timeout=api.timeout(ctx),
+            clock=ctx.clock,
             passthrough=[404],
         )
     except ApiException:

@@ -57,6 +57,7 @@ def node_status(ctx: ActionContext, params: NodeParams) -> NodeStatus:
         api.core(ctx).list_pod_for_all_namespaces,
         field_selector=f"spec.nodeName={params.node}",
         timeout=api.timeout(ctx),
+        clock=ctx.clock,
     ).items
     ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
     owners: dict[str, list[str]] = defaultdict(list)

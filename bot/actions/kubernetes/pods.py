@@ -40,7 +40,14 @@ def every(
     token: str | None = None
     for _ in range(MAX_PAGES):
         page = cluster.call(
-            what, fn, *args, limit=PAGE, _continue=token, timeout=api.timeout(ctx), **kwargs
+            what,
+            fn,
+            *args,
+            limit=PAGE,
+            _continue=token,
+            timeout=api.timeout(ctx),
+            clock=ctx.clock,
+            **kwargs,
         )
         items.extend(page.items or [])
         meta = page.metadata
@@ -168,6 +175,7 @@ def _node_exists(ctx: ActionContext, node: str) -> bool:
             api.core(ctx).read_node,
             node,
             timeout=api.timeout(ctx),
+            clock=ctx.clock,
             passthrough=[404],
         )
     except ApiException:
@@ -276,7 +284,7 @@ def _count(items: Iterable[Any] | dict[str, int], noun: str) -> str:
 
 def _require(ctx: ActionContext, what: str, fn: Callable[..., Any], *args: Any, hint: str) -> None:
     try:
-        cluster.call(what, fn, *args, timeout=api.timeout(ctx), passthrough=[404])
+        cluster.call(what, fn, *args, timeout=api.timeout(ctx), clock=ctx.clock, passthrough=[404])
     except ApiException as exc:
         raise PermanentActionError(f"cannot {what}: it does not exist ({hint})") from exc
 

@@ -90,6 +90,7 @@ def _write(
                 name,
                 body,
                 timeout=api.timeout(ctx),
+                clock=ctx.clock,
                 passthrough=[409],
                 _content_type=api.MERGE_PATCH,
                 **api.dry_run(ctx),

@@ -58,6 +58,7 @@ def _read(ctx: ActionContext, name: str) -> dict[str, Any]:
             PLURAL,
             name,
             timeout=api.timeout(ctx),
+            clock=ctx.clock,
             passthrough=[404],
         )
     except ApiException as exc:
@@ -115,6 +116,7 @@ def queue_state(ctx: ActionContext, params: QueueParams) -> QueueChange:
         params.queue,
         {"status": {"state": target}},
         timeout=api.timeout(ctx),
+        clock=ctx.clock,
         _content_type=api.MERGE_PATCH,
         **api.dry_run(ctx),
     )
@@ -137,6 +139,7 @@ def queue_state(ctx: ActionContext, params: QueueParams) -> QueueChange:
         params.queue,
         {"metadata": {"annotations": mark}},
         timeout=api.timeout(ctx),
+        clock=ctx.clock,
         _content_type=api.MERGE_PATCH,
         **api.dry_run(ctx),
     )

@@ -11,7 +11,6 @@ that is running now.
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
@@ -25,7 +24,7 @@ from bot.durations import Duration, format_duration
 from bot.errors import TemporaryActionError
 
 POLL_SECONDS = 5.0
-"""How often the node is read while waiting (tests make it shorter)."""
+"""How often the node is read while waiting, on the action's clock."""
 
 WaitTimeout = Annotated[Duration, Field(ge=timedelta(seconds=1), le=timedelta(hours=2))]
 Hold = Annotated[Duration, Field(ge=timedelta(0), le=timedelta(minutes=30))]
@@ -62,14 +61,15 @@ class NodeReadyWait(Result):
     dry_run=True,
 )
 def wait_node_ready(ctx: ActionContext, params: WaitReadyParams) -> NodeReadyWait:
-    started = time.monotonic()
+    clock = ctx.clock
+    started = clock.monotonic()
     deadline = started + params.timeout.total_seconds()
     hold = params.ready_for.total_seconds()
     ready_from: float | None = None
     saw_not_ready = False
     while True:
         state = _read(ctx, params.node)
-        now = time.monotonic()
+        now = clock.monotonic()
         if state is not None:
             condition, reason, since = state
             if condition == "True":
@@ -102,7 +102,7 @@ def wait_node_ready(ctx: ActionContext, params: WaitReadyParams) -> NodeReadyWai
             summary += "; check its console through the BMC (bmc.sel_list, bmc.power_status)"
             waited = round(now - started, 2)
             return _result(ctx, params, last, False, saw_not_ready, waited, summary)
-        time.sleep(max(0.0, min(POLL_SECONDS, deadline - now)))
+        clock.sleep(max(0.0, min(POLL_SECONDS, deadline - now)))
 
 
 def _read(ctx: ActionContext, node: str) -> tuple[str, str, datetime | None] | None:

@@ -22,8 +22,11 @@
     ├── ActionUnknown             no registered action has that name
     ├── ParamsInvalid             action parameters failed their model (no call was made)
     ├── ActionError               an action failed; the class carries the retry decision
+    │   │                         and the failure's `kind`, which runbooks branch on
     │   ├── PermanentActionError  retrying will not help (refused, forbidden, not found)
-    │   │   └── BreakerOpen       the circuit breaker refuses more cordoned GPU nodes
+    │   │   ├── BreakerOpen       the circuit breaker refuses more cordoned GPU nodes
+    │   │   └── CredentialsRefused  the target refused the login (wrong password, unknown
+    │   │                         user, too few rights) or the profile cannot be read
     │   └── TemporaryActionError  may succeed later; `delay` says when to try again
     ├── ChatError                 a chat call failed (Slack)
     │   ├── ChatRefused           the chat service said no (bad token, no such channel)
@@ -113,11 +116,26 @@ class ParamsInvalid(BotError):
 
 
 class ActionError(BotError):
-    """An action could not do its work; `str(err)` is the reason a human can act on."""
+    """An action could not do its work; `str(err)` is the reason a human can act on.
+
+    `kind` names the failure for runbooks (`steps.power.error.kind == "credentials"`):
+    each class says its own, so no caller reads the message to tell them apart."""
+
+    kind: str = "other"
 
 
 class PermanentActionError(ActionError):
     """Retrying will not help: the target refused, is missing, or we are not allowed."""
+
+    kind = "refused"
+
+
+class CredentialsRefused(PermanentActionError):
+    """The target would not let us in: it refused the login (wrong password, unknown user)
+    or the account's rights, or the credentials profile could not be read. The message
+    names the profile to fix, never a secret."""
+
+    kind = "credentials"
 
 
 class BreakerOpen(PermanentActionError):
@@ -126,6 +144,8 @@ class BreakerOpen(PermanentActionError):
 
 class TemporaryActionError(ActionError):
     """The action may succeed later (API throttled, timeout); retry after `delay` seconds."""
+
+    kind = "unavailable"
 
     def __init__(self, message: str, *, delay: float = 5.0) -> None:
         super().__init__(message)

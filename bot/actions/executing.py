@@ -2,8 +2,11 @@
 
 `execute` is what the CLI, and later the runbook engine, call. It turns every failure
 into a result a human can act on, and keeps the retry decision in `Outcome.retry_after`
-(set only by `TemporaryActionError`). Unexpected exceptions are logged with an error id
-and reported by that id, so a bug never leaks a traceback into chat or the incident log.
+(set only by `TemporaryActionError`). A failure's result is a `Failure`, whose `error`
+is the exception class's `kind` (`credentials`, `unavailable`, `refused`), so a runbook
+branches on what failed without reading the message. Unexpected exceptions are logged
+with an error id and reported by that id (kind `internal`), so a bug never leaks a
+traceback into chat or the incident log.
 """
 
 from __future__ import annotations
@@ -13,12 +16,23 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from bot.actions import registry
 from bot.actions.context import ActionContext
 from bot.actions.types import Result
 from bot.errors import ActionError, PermanentActionError, TemporaryActionError
 
 logger = logging.getLogger(__name__)
+
+
+class Failure(Result):
+    """The result of an action that failed: `ok` is false, `summary` the reason."""
+
+    error: str = Field(
+        description="what kind of failure, from the exception's class: credentials, "
+        "unavailable, refused, internal or other"
+    )
 
 
 @dataclass(frozen=True)
@@ -58,17 +72,18 @@ def execute(action: registry.Action, raw: dict[str, Any], ctx: ActionContext) ->
     try:
         result = action.run(ctx, params)
     except TemporaryActionError as exc:
-        result, retry_after = Result(ok=False, summary=str(exc), dry_run=ctx.dry_run), exc.delay
+        result, retry_after = _failure(exc, ctx), exc.delay
     except (PermanentActionError, ActionError) as exc:
-        result = Result(ok=False, summary=str(exc), dry_run=ctx.dry_run)
+        result = _failure(exc, ctx)
     except Exception:
         error_id = uuid.uuid4().hex[:8]
         logger.exception("action %s failed unexpectedly (error id %s)", action.name, error_id)
-        result = Result(
+        result = Failure(
             ok=False,
             summary=f"{action.name} failed with an internal error (id {error_id}); "
             "the bot's log has the details",
             dry_run=ctx.dry_run,
+            error="internal",
         )
     ctx.record(
         "action.finished" if result.ok else "action.failed",
@@ -82,6 +97,10 @@ def execute(action: registry.Action, raw: dict[str, Any], ctx: ActionContext) ->
         },
     )
     return Outcome(action.name, shown, result, retry_after)
+
+
+def _failure(exc: ActionError, ctx: ActionContext) -> Failure:
+    return Failure(ok=False, summary=str(exc), dry_run=ctx.dry_run, error=exc.kind)
 
 
 def _brief(params: dict[str, Any]) -> str:

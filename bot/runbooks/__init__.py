@@ -4,8 +4,9 @@
 template sandbox build on it. At run time: `catalog` holds the runbooks in force and
 matches an opening incident's alert; `engine.attach` freezes the match onto the incident
 (`models.IncidentRunbook`) and `engine.advance` proposes its steps in order as `StepRun`s
-(states in `steps`); people decide through `approvals` (approve, skip, done), callers with
-a database through `service`; `bot.worker` runs what was approved.
+(states in `steps`), reading a step again while its read contradicts the alert
+(`expecting`); people decide through `approvals` (approve, skip, done), callers with a
+database through `service`; `bot.worker` runs what was approved.
 """
 
 __all__: list[str] = []

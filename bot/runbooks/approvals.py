@@ -114,7 +114,7 @@ def approve(
     if params_hash is not None and params_hash != run.params_hash:
         raise ApprovalRefused(
             f"the parameters changed since you saw them: step {step_id} now runs "
-            f"{run.action} {engine.brief(run.params)} (hash {run.params_hash[:12]}); "
+            f"{run.action} {engine.brief(run.params, run.action)} (hash {run.params_hash[:12]}); "
             "review it and approve again"
         )
     given = approvals_of(session, run)
@@ -164,7 +164,10 @@ def approve(
         S.APPROVED,
         now=now,
         actor=log.Actor.human(person),
-        summary=f"step {step_id}: {run.action} {engine.brief(run.params)} approved by {names}",
+        summary=(
+            f"step {step_id}: {run.action} {engine.brief(run.params, run.action)} "
+            f"approved by {names}"
+        ),
         data={"approvers": [a.approver for a in given], "params_hash": run.params_hash},
     )
     return run

@@ -12,7 +12,12 @@ step's `on_failure`: `stop` halts the runbook, `continue` goes on, `escalate` re
 `runbook.escalate` (the escalation room pages on it) and goes on; a cancelled run stops
 it. Nothing is proposed once the incident is resolved or closed. A run that was
 interrupted (its worker died) or expired (nobody approved in time) is proposed again as a
-new attempt for people to decide; nothing is ever re-run on its own.
+new attempt for people to decide; nothing is ever re-run on its own, except a read whose
+step `expect`s what the alert says and has reads left (`expecting`): it is read again,
+`every` later, until it agrees or the reads are used up.
+
+What later steps see of an earlier one is `seen`: its status, `ok`, `result`, `error`
+(the failure's `kind` and message), `reads` and `unexpected`.
 """
 
 from __future__ import annotations
@@ -30,12 +35,12 @@ from sqlalchemy.orm import Session
 
 from bot.actions import registry
 from bot.config import Settings
-from bot.errors import BotError, StepNotFound
+from bot.errors import ActionUnknown, BotError, StepNotFound
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.lifecycle import Status
 from bot.incidents.models import Incident, LogEntry
-from bot.runbooks import templates, versions
+from bot.runbooks import expecting, templates, versions
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.loader import LoadedRunbook
 from bot.runbooks.models import IncidentRunbook, StepRun
@@ -225,7 +230,9 @@ def advance(session: Session, number: int, now: datetime, settings: Settings) ->
     if frozen is None or not running(incident):
         return
     runbook = versions.runbook(session, frozen.runbook_digest)
-    latest = latest_runs(session, number)
+    history: dict[str, list[StepRun]] = {}
+    for earlier in runs_of(session, number):
+        history.setdefault(earlier.step_id, []).append(earlier)
     context: dict[str, Any] = {
         "labels": frozen.labels,
         "annotations": frozen.annotations,
@@ -238,18 +245,32 @@ def advance(session: Session, number: int, now: datetime, settings: Settings) ->
         },
     }
     for step in runbook.steps:
-        run = latest.get(step.id)
+        runs = history.get(step.id, [])
+        run = runs[-1] if runs else None
         if run is None:
             run = _propose(session, incident, step, context, now, settings, attempt=1)
         elif run.state in (S.INTERRUPTED, S.EXPIRED):
             again = run.state == S.INTERRUPTED
             run = _propose(session, incident, step, context, now, settings, run.attempt + 1, again)
         state = StepState(run.state)
-        context["steps"][step.id] = {
-            "status": state.value,
-            "ok": state == S.SUCCEEDED,
-            "result": dict(run.result or {}),
-        }
+        unexpected = False
+        if step.expect is not None and state == S.SUCCEEDED:
+            reads = expecting.judge(step.expect, runs, context)
+            if not reads.agrees and not reads.exhausted(step.expect):
+                run = expecting.reread(
+                    session, incident, step, run, reads, now, actor=BOT, transition=transition
+                )
+                state = StepState(run.state)
+            elif not reads.agrees:
+                unexpected = True
+                _unexpected(session, incident, step, run, reads, now)
+        context["steps"][step.id] = seen(
+            state,
+            run.result,
+            run.summary,
+            reads=sum(r.state == S.SUCCEEDED for r in runs),
+            unexpected=unexpected,
+        )
         if not state.terminal:
             return
         if state == S.CANCELLED:
@@ -262,6 +283,53 @@ def advance(session: Session, number: int, now: datetime, settings: Settings) ->
             if step.on_failure == "escalate":
                 _once(session, incident, run, now, "runbook.escalate", _escalate(step, run))
     _once(session, incident, None, now, "runbook.finished", f"runbook {runbook.id} finished")
+
+
+ERROR_KINDS = ("credentials", "unavailable", "refused", "timeout", "internal", "other")
+"""What `steps.X.error.kind` can be for a step that failed or timed out ("" otherwise):
+the action's failure by its exception's class (`bot.errors`), `timeout` when the step
+outlived its `timeout`, `other` when it failed before its action ran."""
+
+
+def seen(
+    state: StepState,
+    result: Mapping[str, Any] | None,
+    summary: str = "",
+    *,
+    reads: int = 0,
+    unexpected: bool = False,
+) -> dict[str, Any]:
+    """A step as the templates of later steps see it (`steps.ID`)."""
+    kind = ""
+    if state == S.TIMED_OUT:
+        kind = "timeout"
+    elif state == S.FAILED:
+        given = (result or {}).get("error")
+        kind = given if given in ERROR_KINDS else "other"
+    return {
+        "status": state.value,
+        "ok": state == S.SUCCEEDED,
+        "result": dict(result or {}),
+        "error": {"kind": kind, "message": summary if kind else ""},
+        "reads": reads,
+        "unexpected": unexpected,
+    }
+
+
+def _unexpected(
+    session: Session,
+    incident: Incident,
+    step: Step,
+    run: StepRun,
+    reads: expecting.Reads,
+    now: datetime,
+) -> None:
+    """Say once, in the log and in the run's summary the card shows, that a step's reads
+    never agreed with what it expected."""
+    summary = f"step {step.id} ({text(step.title)}): {expecting.unexpected(step, run, reads)}"
+    if _once(session, incident, run, now, "step.unexpected", summary):
+        note = expecting.unexpected(step, run, reads, last=False)
+        run.summary = f"{run.summary} — {note}"[:2000]
 
 
 def _stopped(step: Step, run: StepRun) -> str:
@@ -282,18 +350,20 @@ def _once(
     now: datetime,
     kind: str,
     summary: str,
-) -> None:
-    """Log a runbook-level event once per run (once per incident without a run)."""
+) -> bool:
+    """Log a runbook-level event once per run (once per incident without a run); whether
+    it was logged now."""
     key = None if run is None else run.id
     stmt = select(LogEntry.data).where(
         LogEntry.incident_number == incident.number, LogEntry.type == kind
     )
     if any(data.get("run") == key for data in session.scalars(stmt)):
-        return
+        return False
     data: dict[str, Any] = {"run": key}
     if run is not None:
         data.update(step=run.step_id, attempt=run.attempt, state=run.state)
     log.append(session, incident, at=now, actor=BOT, type=kind, summary=summary, data=data)
+    return True
 
 
 def _propose(
@@ -386,7 +456,7 @@ def _propose(
     if after_interruption:
         required = max(required, 1)  # a person decides whether to run it again
     run.approvals_required = required
-    shown = brief(raw)
+    shown = brief(raw, step.action)
     if required == 0:
         run.decided_at = now
         run.actor = BOT.id
@@ -427,6 +497,17 @@ def _propose(
     return run
 
 
-def brief(params: Mapping[str, Any]) -> str:
-    shown = ", ".join(f"{key}={value}" for key, value in params.items())
+def brief(params: Mapping[str, Any], action: str | None = None) -> str:
+    """`(node=gpu-node-02, reason=...)`: the parameters in the order the action declares
+    them, so the text is the same whichever database stored them (PostgreSQL's JSONB
+    gives keys back in an order of its own)."""
+    order: list[str] = []
+    if action is not None:
+        try:
+            order = list(registry.get(action).params.model_fields)
+        except ActionUnknown:  # a frozen runbook may name an action this build lacks
+            order = []
+    keys = [key for key in order if key in params]
+    keys += sorted(key for key in params if key not in order)
+    shown = ", ".join(f"{key}={params[key]}" for key in keys)
     return f"({shown[:200]})"

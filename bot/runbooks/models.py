@@ -25,6 +25,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from bot.db import Base
+from bot.runbooks.steps import StepState
 
 _ID = BigInteger().with_variant(Integer, "sqlite")
 
@@ -113,6 +114,26 @@ class StepRun(Base):
     actor: Mapped[str | None] = mapped_column(String(200))
     """Who the action runs as (the approver who completed the approval), or who marked a
     manual step done or skipped it."""
+
+    def next_attempt(self, *, now: datetime, not_before: datetime, summary: str) -> StepRun:
+        """The same step's next attempt with the same parameters and approval, proposed
+        now and due `not_before` (a retry, a re-read); the caller adds and approves it."""
+        return StepRun(
+            incident_number=self.incident_number,
+            step_id=self.step_id,
+            attempt=self.attempt + 1,
+            state=StepState.PROPOSED.value,
+            kind=self.kind,
+            action=self.action,
+            params=dict(self.params),
+            params_hash=self.params_hash,
+            approvals_required=self.approvals_required,
+            proposed_at=now,
+            decided_at=now,
+            not_before=not_before,
+            actor=self.actor,
+            summary=summary[:2000],
+        )
 
 
 class StepApproval(Base):

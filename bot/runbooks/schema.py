@@ -6,7 +6,8 @@ and its `steps`, in order. A step either runs an action (`action` + `with`, para
 rendered from facts and earlier results, then validated by the action's own model) or
 asks a person to do something and mark it done (`manual`). `when` decides whether a step
 applies; `approval` may raise the action's default (read=auto, change=one,
-disruptive=two), never lower it.
+disruptive=two), never lower it. A read step may `expect` what the alert says and be
+re-read, a bounded number of times, until its read agrees (`bot.runbooks.expecting`).
 
 Example (abridged):
 
@@ -15,7 +16,7 @@ Example (abridged):
     version: 1
     match:
       alerts: [GPUXIDError]
-      labels: [{label: xid, regex: "[0-9]+"}]
+      labels: [{label: xid, regex: "[0-9]+"}, {label: Hostname, regex: ".+"}]
     group_by: [Hostname]
     facts:
       node: "{{ labels.Hostname }}"
@@ -33,8 +34,9 @@ Example (abridged):
 
 Templates see: `labels` and `annotations` (the triggering alert's, over the incident's
 common labels), `facts` (rendered, in order: a fact may use earlier ones), `steps` (by
-id: `status`, `ok`, and `result`, the action's result as a dict) and `incident`
-(`number`, `ref` like INC-7, `severity`). They render in Jinja2's immutable sandbox.
+id: `status`, `ok`, `result`, the action's result as a dict, `error` with the failure's
+`kind` and `message`, and `reads` and `as_expected` for a step that `expect`s) and
+`incident` (`number`, `ref` like INC-7, `severity`). They render in Jinja2's immutable sandbox.
 
 Unknown keys are errors everywhere, so a typo (`aproval:`) is caught by `runbook-bot
 validate`, not discovered at 3 a.m.
@@ -44,11 +46,18 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
-from bot.durations import Duration
+from bot.durations import Duration, format_duration
 
 ID_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 """Runbook ids and policy names: like file names, `gpu-xid`."""
@@ -56,6 +65,18 @@ STEP_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
 """Step ids: `drain_gpu`, so templates can say `steps.drain_gpu.result`."""
 FACT_PATTERN = r"^[a-z_][a-z0-9_]{0,62}$"
 LABEL_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+Wait = Annotated[
+    Duration,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^\s*(\d+(\.\d+)?(ms|s|m|h|d))+\s*$",
+            "examples": ["30s", "15m", "1h30m"],
+        }
+    ),
+]
+"""A duration as runbooks write it (`90s`, `1h30m`); the JSON Schema says so, not ISO 8601."""
 
 Approval = Literal["auto", "one", "two"]
 APPROVALS: dict[str, int] = {"auto": 0, "one": 1, "two": 2}
@@ -121,6 +142,36 @@ class Match(_Strict):
         return self
 
 
+class Expect(_Strict):
+    """What a read should show when the alert is right. A read that does not show it yet
+    (taken a moment before the alert's condition was visible) is taken again, `every`
+    apart, up to `reads` reads in all; then the step stands with its last read and
+    `steps.ID.unexpected` true, and the log and the card say what the reads saw."""
+
+    that: str = Field(
+        min_length=1,
+        max_length=2000,
+        description="an expression like `when`'s, over `result` (this read's result) and "
+        "what `when` sees: true when the read agrees with the alert",
+    )
+    reads: int = Field(3, ge=2, le=10, description="reads in all, the first included")
+    every: Wait = Field(
+        timedelta(seconds=30),
+        description="the wait before each re-read, 1s to 1h",
+        json_schema_extra={"default": "30s"},
+    )
+    meaning: Text | None = Field(
+        None, description="`that` in words, for the log and the card: the node is NotReady"
+    )
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, value: timedelta) -> timedelta:
+        if not timedelta(seconds=1) <= value <= timedelta(hours=1):
+            raise ValueError(f"re-read every 1s to 1h, not {format_duration(value)}")
+        return value
+
+
 class Step(_Strict):
     """One step of a runbook: an action to run, or a manual task for a person."""
 
@@ -133,10 +184,20 @@ class Step(_Strict):
         None, max_length=2000, description="Jinja2 expression over facts, labels and steps"
     )
     approval: Approval | None = Field(None, description="default: the action's risk")
-    timeout: Duration | None = Field(None, ge=timedelta(seconds=1), le=timedelta(hours=24))
+    timeout: Wait | None = Field(None, description="how long the step may run, 1s to 24h")
     retries: int = Field(0, ge=0, le=5)
+    expect: Expect | None = Field(
+        None, description="read actions only: re-read until the read agrees with the alert"
+    )
     on_failure: OnFailure = "stop"
     doc: str | None = Field(None, max_length=2000, description="a link, or the seed's line")
+
+    @field_validator("timeout")
+    @classmethod
+    def _timeout(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and not timedelta(seconds=1) <= value <= timedelta(hours=24):
+            raise ValueError(f"a step's timeout is 1s to 24h, not {format_duration(value)}")
+        return value
 
     @model_validator(mode="after")
     def _action_or_manual(self) -> Step:
@@ -144,6 +205,8 @@ class Step(_Strict):
             raise ValueError("a step has exactly one of action and manual")
         if self.manual is not None and self.with_:
             raise ValueError("`with` gives an action its parameters; a manual step has none")
+        if self.manual is not None and self.expect is not None:
+            raise ValueError("`expect` re-reads an action's result; a manual step has none")
         return self
 
 

@@ -361,18 +361,27 @@ def references(source: str, *, expression: bool = False) -> set[str]:
     for bare in tree.find_all(nodes.Name):
         if bare.ctx == "load":
             found.add(bare.name)
+    for name in ("facts", "steps"):
+        found |= _lookups(tree, name)
+    return found
+
+
+def attributes(source: str, name: str, *, expression: bool = True) -> set[str]:
+    """`name.X` for each X the template looks up literally on the bare name `name`
+    (`result.power`, `result["power"]`). Raises TemplateError when it does not parse."""
+    return _lookups(_parsed(source, expression), name)
+
+
+def _lookups(tree: nodes.Node, name: str) -> set[str]:
+    found: set[str] = set()
     for attr in tree.find_all(nodes.Getattr):
-        if (name := _chained(attr.node)) is not None:
+        if _is_name(attr.node, name):
             found.add(f"{name}.{attr.attr}")
     for item in tree.find_all(nodes.Getitem):
-        name = _chained(item.node)
-        if name is not None and isinstance(item.arg, nodes.Const):
+        if _is_name(item.node, name) and isinstance(item.arg, nodes.Const):
             found.add(f"{name}.{item.arg.value}")
     return found
 
 
-def _chained(node: nodes.Node) -> str | None:
-    """`facts` or `steps` when `node` is that bare name, else None."""
-    if isinstance(node, nodes.Name) and node.name in ("facts", "steps"):
-        return str(node.name)
-    return None
+def _is_name(node: nodes.Node, name: str) -> bool:
+    return isinstance(node, nodes.Name) and node.name == name

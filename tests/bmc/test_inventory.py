@@ -12,7 +12,7 @@ import pytest
 from bot.actions import ActionContext
 from bot.actions.bmc import inventory
 from bot.config import load_settings
-from bot.errors import ConfigInvalid, PermanentActionError
+from bot.errors import ConfigInvalid, CredentialsRefused, PermanentActionError
 from bot.sim import SimHandle, running, seed
 from tests.sim.waiting import TIME_SCALE
 
@@ -87,11 +87,13 @@ def test_a_password_from_the_environment(sim: SimHandle, monkeypatch: pytest.Mon
     target = inventory.resolve(ctx, "gpu-node-01")
     assert inventory.credentials(ctx, target).password.get_secret_value() == "from-env"
     monkeypatch.delenv("BMC_PASSWORD_TEST")
-    with pytest.raises(PermanentActionError, match=r"password of profile 'default' is empty"):
+    with pytest.raises(CredentialsRefused, match=r"password of profile 'default' is empty"):
         inventory.credentials(ctx, target)
 
 
-def test_an_unreadable_password_file_names_the_file(sim: SimHandle, tmp_path: Path) -> None:
+def test_an_unreadable_password_file_is_a_credentials_failure_naming_the_file(
+    sim: SimHandle, tmp_path: Path
+) -> None:
     missing = tmp_path / "nope"
     ctx = _ctx(
         sim,
@@ -101,7 +103,7 @@ def test_an_unreadable_password_file_names_the_file(sim: SimHandle, tmp_path: Pa
         },
     )
     target = inventory.resolve(ctx, "gpu-node-01")
-    with pytest.raises(PermanentActionError, match=r"cannot read the BMC password file.*nope"):
+    with pytest.raises(CredentialsRefused, match=r"cannot read the BMC password file.*nope"):
         inventory.credentials(ctx, target)
 
 

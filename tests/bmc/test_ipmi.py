@@ -17,9 +17,13 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from bot.actions import ActionContext, execute, registry
 from bot.actions.bmc.ipmi import IpmiBmc
 from bot.actions.bmc.protocol import BmcTarget, Credentials, PowerState, Reading, SelEntry
-from bot.errors import PermanentActionError, TemporaryActionError
+from bot.actions.executing import Failure
+from bot.clock import FrozenClock
+from bot.config import load_settings
+from bot.errors import CredentialsRefused, PermanentActionError, TemporaryActionError
 from tests.support import ipmi_sim
 
 pytestmark = pytest.mark.timeout(60)
@@ -207,15 +211,16 @@ def test_info_gives_the_firmware_revision_and_maker(bmc: IpmiBmc) -> None:
     assert info.details["IPMI Version"] == "2.0"
 
 
-def test_wrong_password_is_permanent_and_names_the_profile_not_the_password(
+def test_wrong_password_is_a_credentials_refusal_naming_the_profile_not_the_password(
     sim: ipmi_sim.SimBmc,
 ) -> None:
     bmc = backend(sim.address, sim.port, sim.username, WRONG)
 
-    with pytest.raises(PermanentActionError) as refused:
+    with pytest.raises(CredentialsRefused) as refused:
         bmc.power_state()
 
     message = str(refused.value)
+    assert refused.value.kind == "credentials"
     assert message.startswith(
         f"ipmi BMC 127.0.0.1:{sim.port} of {NODE} refused the login of user 'admin'"
     )
@@ -224,10 +229,10 @@ def test_wrong_password_is_permanent_and_names_the_profile_not_the_password(
     assert WRONG not in message and sim.password not in message
 
 
-def test_unknown_user_is_permanent(sim: ipmi_sim.SimBmc) -> None:
+def test_unknown_user_is_a_credentials_refusal(sim: ipmi_sim.SimBmc) -> None:
     bmc = backend(sim.address, sim.port, "nobody", sim.password)
 
-    with pytest.raises(PermanentActionError, match="unauthorized name") as refused:
+    with pytest.raises(CredentialsRefused, match="unauthorized name") as refused:
         bmc.info()
 
     assert "refused the login of user 'nobody'" in str(refused.value)
@@ -305,3 +310,32 @@ def test_without_a_cipher_suite_ipmitool_negotiates_one(sim: ipmi_sim.SimBmc) ->
     sim.set_power(False)
     negotiating = backend(sim.address, sim.port, sim.username, sim.password, cipher_suite=None)
     assert negotiating.power_state() == PowerState.OFF
+
+
+def test_the_power_read_through_the_registry_fails_as_credentials_then_reads_once_fixed(
+    sim: ipmi_sim.SimBmc, tmp_path: Path
+) -> None:
+    """What a runbook sees (`steps.power.error.kind`): the action's `Failure.error`."""
+    sim.set_power(True)
+    password = tmp_path / "ipmi-password"
+    password.write_text(WRONG + "\n", encoding="utf-8")
+    node = {"protocol": "ipmi", "address": sim.address, "port": sim.port, "cipher_suite": 3}
+    settings = load_settings(
+        bmc={
+            "credentials": {"default": {"username": sim.username, "password_file": str(password)}},
+            "nodes": {NODE: node},
+            "timeout": f"{TIMEOUT:g}s",
+            "attempts": 1,
+        }
+    )
+    ctx = ActionContext(actor="runbook-bot", settings=settings, clock=FrozenClock())
+    power_status = registry.get("bmc.power_status")
+
+    refused = execute(power_status, {"node": NODE}, ctx)
+    password.write_text(sim.password + "\n", encoding="utf-8")  # the operator fixes it
+    fixed = execute(power_status, {"node": NODE}, ctx)
+
+    assert isinstance(refused.result, Failure) and refused.result.error == "credentials"
+    assert "check the credentials profile 'default'" in refused.result.summary
+    assert refused.retry_after is None and WRONG not in refused.result.summary
+    assert fixed.result.ok and fixed.result.model_dump()["power"] == "on"

@@ -4,10 +4,13 @@ following the power, idempotence, dry run, and failures that say what to do."""
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bot.actions.executing import Failure
 from bot.config import Settings, load_settings
 from bot.sim import SimHandle
 from tests.bmc.conftest import RunBmcAction, Seen, cordon
@@ -163,3 +166,28 @@ def test_reads_sel_sensors_and_info(run_bmc: RunBmcAction, redfish_sim: SimHandl
     assert "in alarm" in temps.summary
     assert info.ok and info.info.firmware == "1.10.2"
     assert "Supermicro" in info.summary
+
+
+def test_a_refused_login_fails_the_read_as_credentials_and_a_silent_bmc_as_unavailable(
+    run_bmc: RunBmcAction, bmc_settings: Settings, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "wrong-password"
+    wrong.write_text("Not-The-Pw-3e1\n", encoding="utf-8")
+    bmc = bmc_settings.bmc.model_dump()
+    bmc["credentials"]["default"]["password_file"] = str(wrong)
+    refused = run_bmc("bmc.power_status", node=NODE, settings_=load_settings(bmc=bmc))
+    bmc["nodes"][NODE]["port"] = _closed_port()
+    silent = run_bmc("bmc.power_status", node=NODE, settings_=load_settings(bmc=bmc))
+
+    assert isinstance(refused.result, Failure) and refused.result.error == "credentials"
+    assert "credentials profile 'default'" in refused.result.summary
+    assert refused.retry_after is None  # a refused login is not tried again on its own
+    assert isinstance(silent.result, Failure) and silent.result.error == "unavailable"
+    assert silent.retry_after is not None
+
+
+def _closed_port() -> int:
+    """A loopback TCP port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

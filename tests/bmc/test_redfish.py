@@ -23,7 +23,7 @@ from bot.actions.bmc import inventory
 from bot.actions.bmc.protocol import BmcTarget, Credentials, PowerState
 from bot.actions.bmc.redfish import RedfishBmc
 from bot.config import load_settings
-from bot.errors import PermanentActionError, TemporaryActionError
+from bot.errors import CredentialsRefused, PermanentActionError, TemporaryActionError
 from bot.sim import SimHandle, running, seed
 from bot.sim.redfish import RedfishOptions
 from tests.sim.waiting import TIME_SCALE, eventually
@@ -390,18 +390,19 @@ def test_an_unreadable_ca_file_is_permanent(connect: Connect, tmp_path: Path) ->
         connect(ca_file=tmp_path / "missing.pem")
 
 
-def test_a_wrong_password_is_permanent_names_the_profile_and_never_shows_a_password(
+def test_a_wrong_password_is_a_credentials_refusal_naming_the_profile_never_a_password(
     connect: Connect, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     wrong = "Wrong-pa55-31b7"
 
-    with pytest.raises(PermanentActionError) as caught:
+    with pytest.raises(CredentialsRefused) as caught:
         connect(password=wrong).power_state()
 
     message = str(caught.value)
-    assert "HTTP 401" in message
-    assert "check credentials profile 'default' in bmc.credentials" in message
+    assert caught.value.kind == "credentials"
+    assert f"of {NODE} refused the login of credentials profile 'default' (HTTP 401" in message
+    assert message.endswith("check its user and password in bmc.credentials")
     for secret in (wrong, PASSWORD):
         assert secret not in message
         assert secret not in caplog.text

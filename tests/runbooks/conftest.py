@@ -1,5 +1,7 @@
-"""Runbook files written into a temporary directory and what loading them reports; and
-`drive`, the shipped runbooks end to end against the simulator (tests/runbooks/drive.py)."""
+"""Runbook files written into a temporary directory and what loading them reports; `rig`,
+the bot's parts over one database (tests/runbooks/rig.py), and `sim`, a small simulated
+cluster for it; and `drive`, the shipped runbooks end to end against the simulator
+(tests/runbooks/drive.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ import pytest
 
 from bot.clock import FrozenClock
 from bot.db import Database
-from bot.sim import seed
-from tests.runbooks.drive import Drive, simulated_time, simulator
+from bot.sim import SimHandle, running, seed
+from tests.runbooks.drive import Drive, simulator
+from tests.runbooks.rig import Rig
+from tests.sim.waiting import TIME_SCALE
 
 # A small valid runbook. Line numbers matter: tests point at its lines.
 GOOD = """\
@@ -40,7 +44,7 @@ STEPS = """\
 id: node-down
 title: Node down
 version: 1
-match: {alerts: [NodeDown]}
+match: {alerts: [NodeDown], labels: [{label: Hostname, regex: ".+"}]}
 facts:
   node: "{{ labels.Hostname }}"
   bmc: "{{ facts.node }}-bmc"
@@ -86,14 +90,25 @@ def write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Write:
 
 
 @pytest.fixture
-def drive(
-    db: Database, clock: FrozenClock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Drive]:
+def drive(db: Database, clock: FrozenClock, tmp_path: Path) -> Iterator[Drive]:
     """The shipped runbooks behind the served webhook, the seed cluster with Redfish
     BMCs, and a worker."""
-    simulated_time(monkeypatch)
     with (
         simulator(seed(grace_seconds=5, startup_seconds=2)) as sim,
         Drive(db, clock, tmp_path, sim).serving() as drive,
     ):
         yield drive
+
+
+@pytest.fixture
+def sim() -> Iterator[SimHandle]:
+    """A small simulated cluster: pods leave within 5 s and start in 2, at TIME_SCALE."""
+    with running(seed(grace_seconds=5, startup_seconds=2), time_scale=TIME_SCALE) as handle:
+        yield handle
+
+
+@pytest.fixture
+def rig(db: Database, clock: FrozenClock, tmp_path: Path) -> Rig:
+    """The bot's parts over `db` with no runbook written yet (a test module whose tests
+    share one runbook overrides this with one that writes it)."""
+    return Rig(db, clock, tmp_path)

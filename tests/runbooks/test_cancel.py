@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -17,10 +17,10 @@ from bot.errors import ApprovalRefused, TransitionRefused
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.runbooks import service
-from bot.sim import SimHandle, running, seed
+from bot.sim import SimHandle
 from bot.worker import Worker
 from tests.runbooks.rig import Rig
-from tests.sim.waiting import TIME_SCALE, eventually
+from tests.sim.waiting import eventually
 
 NODE = "/api/v1/nodes/gpu-node-01"
 RUNBOOK = """\
@@ -36,12 +36,6 @@ RUNBOOK = """\
         retries: 2
       - {id: call, title: Call the vendor, manual: call them}
 """
-
-
-@pytest.fixture
-def sim() -> Iterator[SimHandle]:
-    with running(seed(grace_seconds=5, startup_seconds=2), time_scale=TIME_SCALE) as handle:
-        yield handle
 
 
 @pytest.fixture

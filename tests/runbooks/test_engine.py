@@ -18,11 +18,6 @@ from bot.worker import Worker
 from tests.runbooks.rig import TWO_STEPS, Rig
 
 
-@pytest.fixture
-def rig(db: Database, clock: FrozenClock, tmp_path: Path) -> Rig:
-    return Rig(db, clock, tmp_path)
-
-
 def _runbook(id: str, match: str, step: str = "look") -> str:
     return (
         f"id: {id}\ntitle: t\nversion: 1\nmatch: {{{match}}}\nsteps:\n"

@@ -16,6 +16,7 @@ import yaml
 
 from bot.actions import ActionContext, Params, Result, execute, registry
 from bot.actions.bmc.reads import PowerStatus
+from bot.actions.executing import Failure
 from bot.actions.gpu.diag import GpuDiag
 from bot.actions.gpu.history import FaultHistory, RepeatHit
 from bot.actions.infiniband.ports import IbPortStatus
@@ -23,10 +24,11 @@ from bot.actions.kubernetes.nodes import NodeStatus
 from bot.config import load_settings
 from bot.durations import parse_duration
 from bot.errors import ParamsInvalid
-from bot.runbooks import templates
+from bot.runbooks import engine, templates
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.loader import load_paths
 from bot.runbooks.schema import APPROVALS, LocalizedText, Runbook, Step
+from bot.runbooks.steps import StepState
 from tests.support.payloads import fixture
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
@@ -250,7 +252,8 @@ def test_alerts_open_the_runbook_written_for_them(labels: dict[str, str], expect
 
 FAILED = "failed"
 SKIPPED = "skipped"  # a person skipped a manual step (or an approval they declined)
-Outcome = Result | str
+Outcome = Result | str | list[Result]
+"""A step's result, FAILED or SKIPPED, or, for a step that `expect`s, its reads in turn."""
 
 
 @dataclass
@@ -262,6 +265,10 @@ class Walk:
     params: dict[str, Params] = field(default_factory=dict)
     escalated: list[str] = field(default_factory=list)
     stopped: str | None = None
+    reads: dict[str, int] = field(default_factory=dict)
+    """Reads each step that `expect`s took."""
+    unexpected: list[str] = field(default_factory=list)
+    """Steps whose reads never agreed with their `expect`."""
 
 
 def walk(
@@ -278,9 +285,12 @@ def walk(
     no fields, manual steps are marked done). Parameters the action's model refuses fail
     the test, or, with `refusals`, the step (as the engine fails it before it runs). A
     failure stops the walk on `on_failure:
-    stop`, is recorded and passed on `escalate`, and passed on `continue`. Conditions see
-    each earlier step as the engine shows it ({status, ok, result}, result {} when there
-    is none) through the sandbox with StrictUndefined: a field no scenario gives fails."""
+    stop`, is recorded and passed on `escalate`, and passed on `continue`. A step that
+    `expect`s takes the reads its outcome lists until one agrees or its `reads` are used
+    up (more reads given than it takes fail the test). Conditions see each earlier step as
+    the engine shows it (`engine.seen`) through the sandbox with StrictUndefined: a field
+    no scenario gives fails. A FAILED action failed with `Failure.error` "refused";
+    `failed(kind)` gives another kind."""
     runbook, outcomes = _load(name), outcomes or {}
     annotations = annotations or {}
     facts = templates.render_facts(runbook.facts, labels, annotations)
@@ -295,7 +305,7 @@ def walk(
             "incident": {"number": 7, "ref": "INC-7", "severity": "critical"},
         }
         if step.when and not templates.evaluate(step.when, context):
-            seen[step.id] = {"status": "skipped", "ok": False, "result": {}}
+            seen[step.id] = engine.seen(StepState.SKIPPED, None)
             continue
         outcome = outcomes.get(step.id)
         if step.action is not None:
@@ -311,24 +321,56 @@ def walk(
                 ctx = ActionContext(actor="runbook-bot", settings=load_settings())
                 outcome = execute(action, raw, ctx).result
         if outcome == SKIPPED:
-            seen[step.id] = {"status": "skipped", "ok": False, "result": {}}
+            seen[step.id] = engine.seen(StepState.SKIPPED, None)
             continue
         done.ran.append(step.id)
+        if step.expect is not None and isinstance(outcome, Result):
+            outcome = [outcome]
+        if isinstance(outcome, list):
+            outcome = _read(step, outcome, context, done)
+        if outcome == FAILED:
+            outcome = failed("refused")
         if isinstance(outcome, str):
-            failed = Result(ok=False, summary=f"{step.id} {outcome}").model_dump(mode="json")
-            seen[step.id] = {"status": outcome, "ok": False, "result": failed}
+            seen[step.id] = engine.seen(StepState(outcome), None, f"{step.id} {outcome}")
         elif step.action is None:
-            seen[step.id] = {"status": "succeeded", "ok": True, "result": {}}
+            seen[step.id] = engine.seen(StepState.SUCCEEDED, {})
         else:
             result = outcome or Result(ok=True, summary="done")
-            status = "succeeded" if result.ok else "failed"
-            seen[step.id] = {"status": status, "ok": result.ok, "result": result.model_dump()}
+            state = StepState.SUCCEEDED if result.ok else StepState.FAILED
+            seen[step.id] = engine.seen(
+                state,
+                result.model_dump(mode="json"),
+                result.summary,
+                reads=done.reads.get(step.id, int(result.ok)),
+                unexpected=step.id in done.unexpected,
+            )
         if seen[step.id]["ok"] is False and step.on_failure == "stop":
             done.stopped = step.id
             break
         if seen[step.id]["ok"] is False and step.on_failure == "escalate":
             done.escalated.append(step.id)
     return done
+
+
+def _read(step: Step, reads: list[Result], context: dict[str, Any], done: Walk) -> Result:
+    """The read a step that `expect`s stands with, of `reads` taken in turn."""
+    assert step.expect is not None, f"{step.id} does not expect: give it one result"
+    for count, result in enumerate(reads, start=1):
+        done.reads[step.id] = count
+        seen = {**context, "result": result.model_dump(mode="json")}
+        if not result.ok or templates.evaluate(step.expect.that, seen):
+            assert count == len(reads), f"{step.id}: read {count} agreed; more were given"
+            return result
+        if count == step.expect.reads:
+            assert count == len(reads), f"{step.id} takes {count} reads, {len(reads)} given"
+            done.unexpected.append(step.id)
+            return result
+    pytest.fail(f"{step.id} wants another read after {len(reads)}")
+
+
+def failed(kind: str) -> Failure:
+    """An action's failure of `kind` (credentials, unavailable, refused, ...)."""
+    return Failure(ok=False, summary=f"failed: {kind}", error=kind)
 
 
 def history(
@@ -540,28 +582,129 @@ def test_a_hung_node_is_power_cycled_and_never_marked_out_of_service() -> None:
 
 def test_a_bmc_alert_on_a_ready_node_asks_for_the_bmc_and_touches_nothing() -> None:
     labels = {"alertname": "BMCUnreachable", "node": "gpu-node-03"}
-    outcomes = {"node_status": node_status("True"), "power": FAILED, "sel": FAILED}
+    silent = failed("unavailable")
+    outcomes = {"node_status": node_status("True"), "power": silent, "sel": silent}
 
     done = walk("node-down", labels, outcomes)
 
     assert done.ran == [*NODE_READS, "bmc_unreachable"]
 
 
-def test_a_down_node_whose_bmc_is_silent_waits_for_remote_hands() -> None:
-    outcomes = {"node_status": node_status("Unknown"), "power": FAILED, "sel": FAILED}
+def test_a_bmc_alert_on_a_ready_node_whose_bmc_answers_says_so_and_touches_nothing() -> None:
+    labels = {"alertname": "BMCUnreachable", "node": "gpu-node-03"}
+    outcomes = {"node_status": node_status("True"), "power": power("on")}
+
+    done = walk("node-down", labels, outcomes)
+
+    assert done.ran == [*NODE_READS, "bmc_only"]
+    assert done.reads == {"node_status": 1, "power": 1} and done.unexpected == []
+
+
+def test_a_down_node_whose_bmc_is_silent_is_cordoned_then_waits_for_remote_hands() -> None:
+    silent = failed("unavailable")
+    outcomes = {"node_status": node_status("Unknown"), "power": silent, "sel": silent}
 
     done = walk("node-down", NODE_DOWN, {**outcomes, "wait_ready": FAILED})
 
     assert done.ran == [
         *NODE_READS,
-        "bmc_unreachable",
         "cordon",
         "pods",
         "checkpoints",
+        "bmc_unreachable",
         "wait_ready",
         "vendor",
     ]
     assert done.escalated == ["wait_ready"]
+
+
+def test_a_wrong_bmc_password_holds_back_only_the_power_steps_until_it_is_fixed() -> None:
+    refused = failed("credentials")
+    outcomes = {
+        "node_status": node_status("False"),
+        "power": refused,
+        "sel": refused,
+        "power_again": [power("on")],
+        "burn_in": SKIPPED,
+    }
+
+    done = walk("node-down", NODE_DOWN, {**outcomes, "diag": diag(3, node="gpu-node-03")})
+
+    assert done.ran[:9] == [
+        *NODE_READS,
+        "cordon",
+        "pods",
+        "checkpoints",
+        "bmc_credentials",
+        "power_again",
+        "power_cycle",
+    ]
+    assert "bmc_unreachable" not in done.ran
+
+
+def test_bmc_credentials_nobody_fixes_leave_the_machine_to_remote_hands() -> None:
+    refused = failed("credentials")
+    outcomes = {
+        "node_status": node_status("False"),
+        "power": refused,
+        "sel": refused,
+        "bmc_credentials": SKIPPED,
+        "wait_ready": FAILED,
+    }
+
+    done = walk("node-down", NODE_DOWN, outcomes)
+
+    assert done.ran[3:] == [
+        "cordon",
+        "pods",
+        "checkpoints",
+        "bmc_unreachable",
+        "wait_ready",
+        "vendor",
+    ]
+    assert not {"power_again", "power_on", "power_cycle"} & set(done.ran)
+
+
+def test_a_not_ready_node_that_reads_ready_is_read_again_and_worked_as_down_when_it_stays() -> None:
+    outcomes = {
+        "node_status": [node_status("True")] * 4,
+        "power": [power("on")],
+        "diag": diag(3, node="gpu-node-03"),
+    }
+
+    done = walk("node-down", NODE_DOWN, outcomes)
+
+    assert done.reads["node_status"] == 4 and done.unexpected == ["node_status"]
+    assert done.ran[:5] == [*NODE_READS, "cordon", "pods"]
+    assert "power_cycle" in done.ran and "bmc_only" not in done.ran
+
+
+def test_a_node_that_goes_not_ready_on_the_second_read_is_taken_from_that_read() -> None:
+    outcomes = {
+        "node_status": [node_status("True"), node_status("False")],
+        "power": [power("powering off"), power("powering off"), power("off")],
+        "diag": diag(3, node="gpu-node-03"),
+    }
+
+    done = walk("node-down", NODE_DOWN, outcomes)
+
+    assert done.reads == {"node_status": 2, "power": 3} and done.unexpected == []
+    assert {"cordon", "out_of_service", "power_on"} <= set(done.ran)
+    assert not {"power_cycle", "bmc_unreachable"} & set(done.ran)
+
+
+def test_a_power_state_that_never_settles_asks_for_remote_hands_not_a_power_action() -> None:
+    outcomes = {
+        "node_status": node_status("False"),
+        "power": [power("powering off")] * 4,
+        "wait_ready": FAILED,
+    }
+
+    done = walk("node-down", NODE_DOWN, outcomes)
+
+    assert done.unexpected == ["power"]
+    assert "bmc_unreachable" in done.ran
+    assert not {"out_of_service", "power_on", "power_cycle"} & set(done.ran)
 
 
 IB_DOWN = {"alertname": "InfiniBandPortDown", "node": "gpu-node-01", "device": "mlx5_1"}

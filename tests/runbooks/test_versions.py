@@ -17,18 +17,12 @@ import sqlalchemy as sa
 from sqlalchemy import func, select
 
 from bot import migrations
-from bot.clock import FrozenClock
 from bot.db import Database
 from bot.runbooks import engine
 from bot.runbooks.loader import parse
 from bot.runbooks.models import IncidentRunbook, RunbookVersion
 from tests.runbooks.rig import TWO_STEPS, Rig
 from tests.support.databases import _admin, _pg_url, require_postgres
-
-
-@pytest.fixture
-def rig(db: Database, clock: FrozenClock, tmp_path: Path) -> Rig:
-    return Rig(db, clock, tmp_path)
 
 
 def _versions(db: Database) -> list[RunbookVersion]:

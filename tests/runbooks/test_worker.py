@@ -7,7 +7,7 @@ PostgreSQL's (SKIP LOCKED), as DESIGN invariant 9 says.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -19,27 +19,16 @@ import pytest
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.errors import ApprovalRefused
-from bot.sim import SimHandle, running, seed
+from bot.sim import SimHandle
 from bot.worker import Worker
 from tests.runbooks.rig import TWO_STEPS, Rig
-from tests.sim.waiting import TIME_SCALE, eventually
+from tests.sim.waiting import eventually
 from tests.support import server
 from tests.support.payloads import alert, notification
 
 NODE = "/api/v1/nodes/gpu-node-01"
 WAIT = 60.0
 T = TypeVar("T")
-
-
-@pytest.fixture
-def sim() -> Iterator[SimHandle]:
-    with running(seed(grace_seconds=5, startup_seconds=2), time_scale=TIME_SCALE) as handle:
-        yield handle
-
-
-@pytest.fixture
-def rig(db: Database, clock: FrozenClock, tmp_path: Path) -> Rig:
-    return Rig(db, clock, tmp_path)
 
 
 def _worker(rig: Rig, sim: SimHandle, owner: str = "w1") -> Worker:
@@ -164,7 +153,9 @@ def test_a_temporary_failure_is_retried_with_the_same_parameters_once_it_is_due(
     assert _patches(sim) == 4 and not _cordoned(sim)
     retried = [e for e in rig.log(number) if e.type == "step.approved"][-1]
     assert retried.data["retry_of"] == runs[0].id and retried.data["retry_after"] == 5.0
-    assert "not before 22:05:35 UTC (the failure was temporary: try again in 5s)" in (
+    # The failure came back at 22:05:33.5, after the client's backoff (0.5 + 1 + 2 s on the
+    # worker's clock); attempt 2 is due the error's 5 s later.
+    assert "not before 22:05:38 UTC (the failure was temporary: try again in 5s)" in (
         retried.summary
     )
 
@@ -347,6 +338,10 @@ def test_a_step_that_outlives_its_timeout_times_out_and_stops_the_runbook(
         """
     )
     sim.cluster.set_node_ready("gpu-node-01", False)
+    released = threading.Event()
+    # A second into its wait the action hangs (as on an API call that never answers) until
+    # the test lets it go, so it outlives the step's timeout however fast the machine is.
+    rig.clock.call_later(1, lambda: released.wait(WAIT))
     number = rig.fire()
 
     _drain(_worker(rig, sim))
@@ -356,6 +351,7 @@ def test_a_step_that_outlives_its_timeout_times_out_and_stops_the_runbook(
     assert run.summary.startswith("no result within the step's timeout (1s)")
     assert rig.states(number) == {"ready": "timed_out"}
     assert rig.types(number).count("runbook.stopped") == 1
+    released.set()
     for thread in threading.enumerate():  # the abandoned action ends by its own timeout
         if thread.name.startswith("step-"):
             thread.join(timeout=WAIT)

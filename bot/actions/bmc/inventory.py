@@ -25,7 +25,7 @@ from bot.actions.bmc.protocol import Bmc, BmcTarget, Credentials
 from bot.actions.context import ActionContext
 from bot.actions.kubernetes import api, marks
 from bot.config import BmcNode
-from bot.errors import PermanentActionError
+from bot.errors import CredentialsRefused, PermanentActionError
 
 ANNOTATION = marks.PREFIX + "bmc-"
 KEYS = ("protocol", "address", "port", "credentials", "system")
@@ -88,7 +88,7 @@ def credentials(ctx: ActionContext, target: BmcTarget) -> Credentials:
     """Read the password of the target's profile now (a rotated Secret is picked up)."""
     profile = ctx.settings.bmc.credentials.get(target.credentials)
     if profile is None:
-        raise PermanentActionError(
+        raise CredentialsRefused(
             f"no credentials profile {target.credentials!r} for {target.where()}; define it "
             "under bmc.credentials"
         )
@@ -96,7 +96,7 @@ def credentials(ctx: ActionContext, target: BmcTarget) -> Credentials:
         try:
             password = profile.password_file.read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise PermanentActionError(
+            raise CredentialsRefused(
                 f"cannot read the BMC password file of profile {target.credentials!r} "
                 f"({profile.password_file}: {exc.strerror}); check the mounted Secret"
             ) from exc
@@ -104,11 +104,11 @@ def credentials(ctx: ActionContext, target: BmcTarget) -> Credentials:
         password = os.environ.get(profile.password_env or "", "")
     if not password:
         where = profile.password_file or f"${profile.password_env}"
-        raise PermanentActionError(
+        raise CredentialsRefused(
             f"the BMC password of profile {target.credentials!r} is empty ({where})"
         )
     if re.search(r"[\x00\n\r]", password):
-        raise PermanentActionError(
+        raise CredentialsRefused(
             f"the BMC password of profile {target.credentials!r} holds a NUL or line break"
         )
     return Credentials(profile.username, SecretStr(password))

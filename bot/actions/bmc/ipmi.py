@@ -7,7 +7,8 @@ whole calls is the action layer's decision. Dates are printed in UTC (`-Z`) and 
 LANG=C, so the SEL parser sees one format.
 
 Failures are translated here, once, from ipmitool's stderr (`ipmitool.failure`): a BMC
-that refuses is a `PermanentActionError`, one that does not answer (or is busy) a
+that refuses the login or the user's privilege is a `CredentialsRefused`, one that refuses
+otherwise a `PermanentActionError`, one that does not answer (or is busy) a
 `TemporaryActionError`. Without -v, ipmitool prints the same line for a wrong password
 and for a BMC that never answered (`Error: Unable to establish IPMI v2 / RMCP+ session`),
 so that failure is diagnosed by one more run with -v, within the same timeout.
@@ -33,7 +34,12 @@ from bot.actions.bmc.protocol import (
     Reading,
     SelEntry,
 )
-from bot.errors import ActionError, PermanentActionError, TemporaryActionError
+from bot.errors import (
+    ActionError,
+    CredentialsRefused,
+    PermanentActionError,
+    TemporaryActionError,
+)
 
 T = TypeVar("T")
 
@@ -168,12 +174,12 @@ class IpmiBmc:
         profile = self.target.credentials
         asked = f"`ipmitool {' '.join(command)}`"
         if kind is Failure.LOGIN:
-            return PermanentActionError, (
+            return CredentialsRefused, (
                 f"{where} refused the login of user {user!r} (wrong password or unknown "
                 f"user: {reason}); check the credentials profile {profile!r} (bmc.credentials)"
             )
         if kind is Failure.PRIVILEGE:
-            return PermanentActionError, (
+            return CredentialsRefused, (
                 f"{where} does not let user {user!r} run {asked} ({reason}); give the user "
                 "ADMINISTRATOR privilege on the BMC or change the credentials profile "
                 f"{profile!r} (bmc.credentials)"

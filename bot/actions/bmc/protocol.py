@@ -1,8 +1,9 @@
 """What every BMC backend offers, in the words an operator uses with `ipmitool`.
 
 Backends raise `TemporaryActionError` when the BMC does not answer in time or the network
-fails (worth retrying), and `PermanentActionError` when it refuses (wrong credentials, an
-operation it does not support). Messages name the node and the BMC's address, never a
+fails (worth retrying), `CredentialsRefused` when it refuses the login or the account's
+rights (fix the credentials profile), and `PermanentActionError` when it refuses otherwise
+(an operation it does not support). Messages name the node and the BMC's address, never a
 credential.
 """
 

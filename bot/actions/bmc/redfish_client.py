@@ -3,9 +3,10 @@ failures are translated.
 
 `RedfishClient.send` is the only code that talks to httpx. It follows paths on the BMC
 only, so the login is never sent to a host a link points at. Timeouts, refused
-connections, 429 and 5xx become `TemporaryActionError` (with the `Retry-After` delay); the
-rest (login refused, untrusted certificate, missing resources, answers that are not
-Redfish) `PermanentActionError`, carrying the Redfish error message when the BMC sent one.
+connections, 429 and 5xx become `TemporaryActionError` (with the `Retry-After` delay); a
+refused login or account (401, 403) `CredentialsRefused`; the rest (untrusted certificate,
+missing resources, answers that are not Redfish) `PermanentActionError`, carrying the
+Redfish error message when the BMC sent one.
 The password only ever goes into httpx's `BasicAuth`: never into a message or a log line.
 """
 
@@ -18,7 +19,12 @@ from typing import Any
 import httpx
 
 from bot.actions.bmc.protocol import BmcTarget, Credentials
-from bot.errors import ActionError, PermanentActionError, TemporaryActionError
+from bot.errors import (
+    ActionError,
+    CredentialsRefused,
+    PermanentActionError,
+    TemporaryActionError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -100,15 +106,18 @@ class RedfishClient:
             return response
         detail = error_detail(response)
         profile = self.target.credentials
+        # The profile comes before the BMC's own words, which may be long: a card that
+        # cuts the line still names what to fix.
         if status == 401:
-            raise PermanentActionError(
-                f"{where} refused the login (HTTP 401){detail}; check credentials profile "
-                f"{profile!r} in bmc.credentials"
+            raise CredentialsRefused(
+                f"{where} refused the login of credentials profile {profile!r} "
+                f"(HTTP 401{detail}); check its user and password in bmc.credentials"
             )
         if status == 403:
-            raise PermanentActionError(
-                f"{where} does not allow {method} {path} for this account (HTTP 403){detail}; "
-                f"check credentials profile {profile!r} in bmc.credentials"
+            raise CredentialsRefused(
+                f"{where} does not allow {method} {path} for the user of credentials profile "
+                f"{profile!r} (HTTP 403{detail}); give that account the rights on the BMC "
+                "or change the profile in bmc.credentials"
             )
         if status == 404:
             raise PermanentActionError(f"{where} has no {path} (HTTP 404){detail}{missing}")

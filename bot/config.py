@@ -1,20 +1,19 @@
 """Settings: environment `RUNBOOK_BOT_*` over an optional YAML file over defaults.
 
 `load_settings()` is the one way in. Invalid settings raise `ConfigInvalid` naming each
-setting, where it came from (environment variable or YAML key) and what is wrong; the CLI
-turns that into a message and exit code 2 before anything starts. The defaults give a
+setting, what is wrong and where it was set (the environment variable, or the file and
+line: `bot.config_sources`); the CLI turns that into a message and exit code 2 before
+anything starts. The defaults give a
 working embedded setup: SQLite in the current directory, runbooks from `./runbooks`,
 listening on 127.0.0.1:8080.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import time, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -24,15 +23,32 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
+from bot.config_sources import CONFIG_ENV, ENV_PREFIX, Sources, describe
 from bot.console_settings import ConsoleSettings
 from bot.durations import Duration, format_duration
 from bot.errors import ConfigInvalid
 from bot.escalation_settings import Day, EscalationSettings
 
-ENV_PREFIX = "RUNBOOK_BOT_"
-CONFIG_ENV = "RUNBOOK_BOT_CONFIG"
+__all__ = [
+    "CONFIG_ENV",
+    "ENV_PREFIX",
+    "BmcCredentialsProfile",
+    "BmcNode",
+    "BmcSettings",
+    "Role",
+    "Settings",
+    "Sources",
+    "load_settings",
+    "reference_markdown",
+    "settings_from",
+]
 
 Role = Literal["responder", "second_line", "admin"]
 """What a person may do: every role may approve steps; escalation pages `second_line`."""
@@ -416,49 +432,22 @@ class Settings(BaseSettings):
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Build settings from `overrides`, the environment and the YAML file, in that order."""
-    path = config_file or os.environ.get(CONFIG_ENV)
-    values: dict[str, Any] = _read_yaml(Path(path)) if path else {}
-    values.update(overrides)
+    """Build settings from the environment over `overrides` and the YAML file (over the
+    defaults). ConfigInvalid says, for each bad setting, what is wrong and where it was
+    set."""
+    sources = Sources.read(Settings, config_file, arguments=list(overrides))
+    return settings_from(sources, **overrides)
+
+
+def settings_from(sources: Sources, **overrides: Any) -> Settings:
+    """The settings `sources` (read with `Sources.read`) and `overrides` give."""
+    values = {**sources.values, **overrides}
     try:
         return Settings(**values)
     except ValidationError as exc:
-        raise ConfigInvalid(_describe(exc, source=str(path) if path else None)) from exc
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigInvalid(f"cannot read config file {path}: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigInvalid(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigInvalid(f"{path}: the config file must be a mapping of setting: value")
-    return data
-
-
-def _describe(exc: ValidationError, *, source: str | None) -> str:
-    lines = ["invalid settings:"]
-    for error in exc.errors():
-        name = ".".join(str(part) for part in error["loc"]) or "(settings)"
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = f"unknown setting (see `runbook-bot config` for the list){_in(source)}"
-        elif name != "(settings)":
-            message = f"{message} (env {ENV_PREFIX}{name.upper()} or YAML key `{name}`)"
-        lines.append(f"  {name}: {message}")
-    return "\n".join(lines)
-
-
-def _in(source: str | None) -> str:
-    return f" in {source}" if source else ""
+        raise ConfigInvalid(describe(exc, sources, Settings)) from None
+    except SettingsError as exc:  # the environment source failed in a way not checked first
+        raise ConfigInvalid(f"invalid settings: {exc}") from None
 
 
 def reference_markdown() -> str:
@@ -468,10 +457,16 @@ def reference_markdown() -> str:
         "",
         "Settings come from, highest priority first: environment variables "
         f"`{ENV_PREFIX}<NAME>`, the YAML file given by `--config` or `{CONFIG_ENV}`, and the "
-        "defaults below. Durations are written like `30s`, `15m`, `1h30m`, `7d`. Invalid "
-        "settings stop the process at start, naming the setting.",
+        "defaults below. Durations are written like `30s`, `15m`, `1h30m`, `7d`; structured "
+        "settings (`roles`, `bmc`, `console`, ...) are JSON in an environment variable. "
+        "Invalid settings stop every command at start (exit 2) with one line per problem: "
+        "the setting, what is wrong, and the variable or FILE:LINE that set it; a misspelt "
+        "key, at any depth, gets the key it probably meant.",
         "",
-        "This page is generated by `runbook-bot config`; a test keeps it current.",
+        "`runbook-bot config` prints the settings in effect: each one's value and where it "
+        "came from (`default`, `file FILE:LINE`, `env VARIABLE`), with tokens, passwords, "
+        "keys, signing secrets and password hashes masked (`-o json` for scripts). This "
+        "page is `runbook-bot config --reference`; a test keeps it current.",
         "",
         "| YAML key | environment variable | default | meaning |",
         "| --- | --- | --- | --- |",
@@ -479,7 +474,7 @@ def reference_markdown() -> str:
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)
         if isinstance(default, BaseModel):
-            shown = "see docs/" + ("escalation.md" if name == "escalation" else "bmc.md")
+            shown = f"see docs/{name}.md"
         elif isinstance(default, timedelta):
             shown = format_duration(default)
         elif default is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from enum import StrEnum
 from functools import partial
 from typing import Any, cast
 
@@ -39,8 +38,7 @@ from bot.errors import (
     StepNotFound,
     StorageUnavailable,
 )
-from bot.incidents import log, service, views
-from bot.incidents.lifecycle import Severity, Status
+from bot.incidents import filters, log, service, views
 from bot.metrics import Metrics, RequestMetrics, timer
 from bot.postmortem import service as postmortems
 from bot.postmortem.render import Lang
@@ -149,8 +147,8 @@ def build_app(
             with db.session() as session:
                 rows = service.list_incidents(
                     session,
-                    status=_choices(params.getlist("status"), "status", Status),
-                    severity=_choices(params.getlist("severity"), "severity", Severity),
+                    status=_choices(params.getlist("status"), "status", filters.statuses),
+                    severity=_choices(params.getlist("severity"), "severity", filters.severities),
                     limit=limit,
                 )
                 return [views.incident(row) for row in rows]
@@ -404,13 +402,14 @@ def _note(body: bytes, *, required: bool) -> tuple[str, str | None]:
     return person, note
 
 
-def _choices(values: list[str], name: str, allowed: type[StrEnum]) -> list[str]:
-    """The comma-separated values of a list filter, each one of `allowed`."""
-    chosen = _csv(values)
-    known = [member.value for member in allowed]
-    if any(value not in known for value in chosen):
-        raise RequestRejected(f"query parameter {name} takes {', '.join(known)}")
-    return chosen
+def _choices(
+    values: list[str], name: str, meaning: Callable[[list[str]], tuple[str, ...]]
+) -> list[str]:
+    """What the comma-separated words of a list filter stand for (`bot.incidents.filters`)."""
+    try:
+        return list(meaning(_csv(values)))
+    except RequestRejected as exc:
+        raise RequestRejected(f"query parameter {name}: {exc}", field=name) from None
 
 
 def _csv(values: list[str]) -> list[str]:

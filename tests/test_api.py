@@ -38,6 +38,41 @@ def test_incident_list_is_newest_first_and_filters_by_status_and_severity(
     assert resolved == []
 
 
+def test_incident_list_filters_take_the_consoles_words_and_refuse_unknown_ones(
+    client: httpx.Client, db: Database, clock: FrozenClock
+) -> None:
+    _seed(client)
+    with db.transaction() as session:
+        incidents.resolve(
+            session, 3, actor=log.Actor.human("alice"), at=clock.now(), disposition="idle"
+        )
+
+    def ids(query: str) -> list[str]:
+        response = client.get(f"/api/incidents?{query}")
+        assert response.status_code == 200, response.text
+        return [i["id"] for i in response.json()["incidents"]]
+
+    unknown = client.get("/api/incidents?status=open,bogus")
+    crit = client.get("/api/incidents?severity=crit")
+
+    assert ids("status=active") == ["INC-2", "INC-1"]
+    assert ids("status=all") == ["INC-3", "INC-2", "INC-1"]
+    assert ids("status=active&severity=all") == ["INC-2", "INC-1"]
+    assert (unknown.status_code, unknown.json()) == (
+        400,
+        {
+            "error": "query parameter status: unknown status 'bogus': use one of active, all, "
+            "open, acknowledged, resolved, closed",
+            "field": "status",
+        },
+    )
+    assert (crit.status_code, crit.json()["error"]) == (
+        400,
+        "query parameter severity: unknown severity 'crit': use one of all, critical, "
+        "warning, info",
+    )
+
+
 def test_incident_detail_carries_alerts_and_log_and_unknown_numbers_get_404(
     client: httpx.Client,
 ) -> None:

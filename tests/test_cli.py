@@ -7,18 +7,32 @@ files, as they would from a shell; incidents come in through the real webhook.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
-from bot import __version__, migrations
+from bot import __version__, cli, migrations
 from bot.cli import main
 from bot.db import Database
-from bot.incidents import service
+from bot.incidents import filters, service
 from tests.support.cli import Run
+from tests.support.payloads import alert, notification
 from tests.support.rows import counts, log_types, verifies
 
 TITLE = "gpu-node-02 GPU 5 XID 79"
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run a command argparse refuses: (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(list(argv))
+    out, err = capsys.readouterr()
+    assert isinstance(exited.value.code, int)
+    return exited.value.code, out, err
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -215,8 +229,12 @@ def test_a_yaml_syntax_error_exits_2_naming_file_line_and_column(run: Run, tmp_p
 
     assert code == 2
     assert out == ""
-    # The unclosed flow sequence is reported where YAML noticed: line 3, column 14.
-    assert f"{config}:3:14: not valid YAML" in err
+    # The unclosed list is reported where it opened, saying where YAML noticed.
+    assert err == (
+        f"runbook-bot: {config}:2:12: not valid YAML: the list [...] opened here is not "
+        "closed before line 3, column 14: add the closing ']' where it ends (and a comma "
+        "between its items)\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -254,3 +272,230 @@ def test_commands_on_an_unmigrated_database_say_to_run_db_upgrade(
     assert out == ""
     assert "schema revision none (empty)" in err
     assert "run `runbook-bot db upgrade` first" in err
+
+
+# --- list filters: the console's words, and nothing that silently matches nothing ----------
+
+
+@pytest.fixture
+def three(client: httpx.Client, inc1: int, run: Run) -> None:
+    """INC-1 critical and open, INC-2 warning and acknowledged, INC-3 info and resolved."""
+    warm = alert(alertname="GPUHighTemperature", severity="warning", host="gpu-node-05")
+    idle = alert(alertname="GPULowUtilization", severity="info", host="gpu-node-09")
+    for one in (warm, idle):
+        assert client.post("/webhooks/alertmanager", json=notification([one])).status_code == 200
+    assert run("incidents", "ack", "INC-2", "--as", "alice")[0] == 0
+    assert run("incidents", "resolve", "INC-3", "--as", "alice", "--note", "idle")[0] == 0
+
+
+def listed(run: Run, *options: str) -> list[str]:
+    code, out, err = run("incidents", "list", "-o", "json", *options)
+    assert (code, err) == (0, "")
+    return [incident["id"] for incident in json.loads(out)]
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ((), ["INC-3", "INC-2", "INC-1"]),
+        (("--status", "active"), ["INC-2", "INC-1"]),
+        (("--status", "all"), ["INC-3", "INC-2", "INC-1"]),
+        (("--status", "open"), ["INC-1"]),
+        (("--status", "resolved,closed"), ["INC-3"]),
+        (("--severity", "critical"), ["INC-1"]),
+        (("--severity", "all", "--status", "active"), ["INC-2", "INC-1"]),
+        (("--status", "active", "--severity", "warning", "--severity", "info"), ["INC-2"]),
+        (("--status", "Active"), ["INC-2", "INC-1"]),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, tuple) else None,
+)
+def test_incidents_list_filters_take_the_consoles_words(
+    run: Run, three: None, options: tuple[str, ...], expected: list[str]
+) -> None:
+    assert listed(run, *options) == expected
+
+
+def test_an_empty_filtered_list_says_which_filter_found_nothing(run: Run, inc1: int) -> None:
+    assert run("incidents", "list", "--status", "active", "--severity", "info") == (
+        0,
+        "No incidents found (status open or acknowledged; severity info).\n",
+        "",
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "word", "message"),
+    [
+        (
+            "--status",
+            "bogus",
+            "argument --status: unknown status 'bogus': use one of active, all, open, "
+            "acknowledged, resolved, closed",
+        ),
+        (
+            "--status",
+            "open,nope",
+            "argument --status: unknown status 'nope': use one of active, all, open, "
+            "acknowledged, resolved, closed",
+        ),
+        (
+            "--severity",
+            "crit",
+            "argument --severity: unknown severity 'crit': use one of all, critical, warning, info",
+        ),
+        ("--limit", "0", "argument --limit: '0' is not a number of incidents; give 1 or more"),
+    ],
+)
+def test_an_unknown_filter_word_exits_2_listing_the_valid_ones_and_changes_nothing(
+    capsys: pytest.CaptureFixture[str],
+    inc1: int,
+    db: Database,
+    option: str,
+    word: str,
+    message: str,
+) -> None:
+    before = counts(db)
+
+    code, out, err = refused(capsys, "incidents", "list", option, word)
+
+    assert code == 2
+    assert out == ""
+    assert err.splitlines()[-1] == f"runbook-bot incidents list: error: {message}"
+    assert counts(db) == before
+
+
+def test_the_cli_lists_the_same_filter_words_as_the_api_and_the_console() -> None:
+    from bot.chat.console import pages
+
+    assert tuple(filters.STATUSES) == pages.STATUSES
+    assert tuple(filters.SEVERITIES) == pages.SEVERITIES
+
+
+# --- settings errors: one line naming the setting, exit 2, no traceback, nothing touched ----
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("incidents", "list"),
+        ("serve",),
+        ("worker",),
+        ("config",),
+        ("validate",),
+        ("db", "upgrade"),
+        ("steps", "INC-1"),
+    ],
+    ids=lambda argv: "-".join(argv),
+)
+def test_bad_json_in_an_environment_variable_is_one_message_naming_it_in_every_command(
+    run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", f"sqlite:///{tmp_path / 'unused.db'}")
+    monkeypatch.setenv("RUNBOOK_BOT_ROLES", '{alice: ["admin"]}')
+
+    code, out, err = run(*argv)
+
+    assert code == 2
+    assert out == ""
+    assert err.splitlines() == [
+        "runbook-bot: invalid settings:",
+        "  RUNBOOK_BOT_ROLES: not valid JSON (Expecting property name enclosed in double "
+        "quotes, at character 2): roles takes a JSON object; quote it for the shell "
+        "(RUNBOOK_BOT_ROLES='{\"name\": ...}'), or set `roles` in the YAML settings file "
+        "(--config) instead",
+    ]
+    assert not (tmp_path / "unused.db").exists()
+
+
+def test_a_misspelt_yaml_key_at_any_depth_gets_did_you_mean_with_its_line(
+    run: Run, tmp_path: Path
+) -> None:
+    config = tmp_path / "bot.yaml"
+    config.write_text(
+        f"database_url: sqlite:///{tmp_path / 'bot.db'}\n"
+        "slak_channel: C0123ABC\n"
+        "console:\n"
+        "  sesion_ttl: 8h\n"
+        "escalation:\n"
+        "  targets:\n"
+        "    pd: {kind: pagerduty, routing_key_evn: PD_KEY}\n"
+    )
+
+    code, out, err = run("--config", str(config), "incidents", "list")
+
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "runbook-bot: invalid settings:",
+        f"  unknown setting 'slak_channel' in {config}:2: did you mean 'slack_channel'?",
+        f"  unknown setting 'console.sesion_ttl' in {config}:4: did you mean "
+        "'console.session_ttl'?",
+        f"  unknown setting 'escalation.targets.pd.routing_key_evn' in {config}:7: did you "
+        "mean 'escalation.targets.pd.routing_key_env'?",
+    ]
+    assert not (tmp_path / "bot.db").exists()
+
+
+def test_a_misindented_settings_file_points_at_the_line_with_the_fix(
+    run: Run, tmp_path: Path
+) -> None:
+    config = tmp_path / "bot.yaml"
+    config.write_text("console:\n    enabled: false\n  session_ttl: 8h\n")
+
+    code, out, err = run("--config", str(config), "config")
+
+    assert (code, out) == (2, "")
+    assert err == (
+        f"runbook-bot: {config}:3:3: not valid YAML: this line is indented differently from "
+        "the keys above it: `session_ttl:` starts at column 3, the keys around it at column 5 "
+        "(`enabled:`, line 2) or column 1 (`console:`, line 1); move it to the column of the "
+        "key it belongs with (spaces only)\n"
+    )
+
+
+# --- --help: fast because it imports only the parser ---------------------------------------
+
+HEAVY = (
+    "sqlalchemy",
+    "alembic",
+    "kubernetes",
+    "slack_sdk",
+    "slack_bolt",
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "httpx",
+    "pydantic",
+    "yaml",
+    "bot.config",
+    "bot.db",
+)
+
+
+def test_top_level_help_imports_none_of_the_heavy_libraries() -> None:
+    probe = (
+        "import contextlib, io, json, sys\n"
+        "from bot.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out, "
+        "contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "print(json.dumps({'help': out.getvalue(), 'modules': sorted(sys.modules)}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    seen = json.loads(done.stdout)
+
+    assert seen["help"].startswith("usage: runbook-bot")
+    assert [name for name in cli.COMMANDS if f"    {name} " not in seen["help"]] == []
+    loaded = [m for m in seen["modules"] if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert loaded == []
+
+
+def test_the_command_list_is_the_same_whichever_command_is_loaded() -> None:
+    """`--help` lists the lazy table's summaries; with a command loaded, its module's own
+    help: the two agree for every command, in the same order."""
+    lazy = cli.parser().format_help()
+
+    assert {name: cli.parser(name).format_help() == lazy for name in cli.COMMANDS} == {
+        name: True for name in cli.COMMANDS
+    }

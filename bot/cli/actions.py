@@ -18,6 +18,39 @@ from bot.errors import BotError
 from bot.incidents import history, log, service
 
 
+def add_commands(commands: Any) -> None:
+    """Register `actions` and `action` on the top-level subparsers."""
+    actions = commands.add_parser(
+        "actions",
+        help="list the actions runbooks can run",
+        description="List every registered action with its risk; with NAME, its parameters.",
+    )
+    actions.add_argument("name", metavar="NAME", nargs="?")
+    actions.set_defaults(handler=list_actions)
+
+    run = commands.add_parser(
+        "action",
+        help="run one action directly, like kubectl",
+        description="Run one action with your own credentials (KUBECONFIG, settings). "
+        "Parameters are key=value; a value starting with [ or { is JSON. With --incident "
+        "the run is recorded in that incident's log.",
+    )
+    run.add_argument("name", metavar="NAME")
+    run.add_argument("params", metavar="KEY=VALUE", nargs="*")
+    run.add_argument("--dry-run", action="store_true", help="server-side dry run")
+    run.add_argument("--json", action="store_true", help="print the result as JSON")
+    run.add_argument("--incident", metavar="INC-N", help="record the run in this log")
+    run.add_argument(
+        "--as", dest="actor", metavar="USER", help="who runs it (default: your login name)"
+    )
+    run.add_argument(
+        "--override-breaker",
+        action="store_true",
+        help="admin override of the circuit breaker (recorded in the log)",
+    )
+    run.set_defaults(handler=run_action)
+
+
 def list_actions(args: argparse.Namespace, _: Settings) -> int:
     from bot.actions import registry
 

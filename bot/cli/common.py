@@ -1,4 +1,6 @@
-"""What every `runbook-bot` command shares: printing, the database, tables, lists."""
+"""What every `runbook-bot` command shares: printing, the database, tables, lists.
+
+Imported by every command, so it imports the database only in `database()`."""
 
 from __future__ import annotations
 
@@ -7,11 +9,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from bot import migrations
 from bot.clock import SystemClock
-from bot.config import Settings
-from bot.db import Database
+
+if TYPE_CHECKING:
+    from bot.config import Settings
+    from bot.db import Database
 
 
 def say(text: str) -> int:
@@ -33,6 +37,9 @@ def configure_logging(settings: Settings) -> None:
 @contextmanager
 def database(settings: Settings, *, migrated: bool = True) -> Iterator[Database]:
     """The database; with `migrated`, refuse one whose schema is behind (say what to run)."""
+    from bot import migrations  # SQLAlchemy and Alembic: only for commands that use them
+    from bot.db import Database
+
     db = Database(settings.database_url, connect_timeout=settings.database_connect_timeout)
     try:
         if migrated:

@@ -10,25 +10,128 @@ from typing import Any
 
 from bot import escalation
 from bot.cli import common
+from bot.cli import escalation as escalation_commands
 from bot.clock import SystemClock
 from bot.config import Settings
-from bot.incidents import log, service, views
+from bot.errors import RequestRejected
+from bot.incidents import filters, log, service, views
 from bot.incidents.models import Incident
 from bot.runbooks import service as runbooks
 
 
-def list_incidents(args: argparse.Namespace, settings: Settings) -> int:
-    with common.database(settings) as db, db.session() as session:
-        rows = service.list_incidents(
-            session,
-            status=common.split(args.status),
-            severity=common.split(args.severity),
-            limit=args.limit,
+def add_commands(commands: Any) -> None:
+    """Register `incidents` and `log` on the top-level subparsers."""
+    incidents = commands.add_parser(
+        "incidents",
+        help="list, show, acknowledge, silence and resolve incidents",
+        description="List, show, acknowledge, silence, resolve, reopen and close incidents.",
+    )
+    inc = incidents.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    lst = inc.add_parser(
+        "list",
+        help="list incidents, newest first",
+        description="List incidents, newest first. The filters take the console's words: "
+        "--status active is open or acknowledged, all (the default) is every status.",
+    )
+    lst.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        type=_words(filters.statuses),
+        metavar="STATUS",
+        help=f"{', '.join(filters.STATUSES)} (repeatable or a comma list; default: all)",
+    )
+    lst.add_argument(
+        "--severity",
+        action="append",
+        default=[],
+        type=_words(filters.severities),
+        metavar="SEVERITY",
+        help=f"{', '.join(filters.SEVERITIES)} (repeatable or a comma list; default: all)",
+    )
+    lst.add_argument("--limit", type=_limit, default=50, help="at most this many (default 50)")
+    lst.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    lst.set_defaults(handler=list_incidents)
+
+    show_cmd = inc.add_parser(
+        "show",
+        help="one incident with its alerts and log",
+        description="Show one incident with its alerts and log.",
+    )
+    show_cmd.add_argument("incident", metavar="INC-N")
+    show_cmd.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    show_cmd.set_defaults(handler=show)
+
+    for name, helptext, handler in (
+        ("ack", "acknowledge: you are on it (you become owner if there is none)", ack),
+        ("resolve", "resolve with a disposition (required for critical incidents)", resolve),
+        ("reopen", "reopen a resolved incident", reopen),
+        ("close", "close a resolved incident (after its postmortem)", close),
+    ):
+        cmd = inc.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:])
+        cmd.add_argument("incident", metavar="INC-N")
+        cmd.add_argument(
+            "--as",
+            dest="actor",
+            required=True,
+            metavar="USER",
+            help="who is doing this (recorded in the incident log)",
         )
+        cmd.add_argument("--note", help="what was done / why (the disposition for resolve)")
+        if name == "resolve":
+            cmd.add_argument("--owner", help="owner of the incident (default: you)")
+        cmd.set_defaults(handler=handler)
+    escalation_commands.add_silence(inc)
+
+    log_cmd = commands.add_parser(
+        "log", help="the incident log", description="The append-only incident log."
+    )
+    log_commands = log_cmd.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    verify = log_commands.add_parser(
+        "verify",
+        help="check the hash chain of one or every incident",
+        description="Recompute every entry's hash and its link to the previous one. Exits 1 "
+        "and names the first entry that does not verify.",
+    )
+    verify.add_argument("incident", metavar="INC-N", nargs="?")
+    verify.set_defaults(handler=log_verify)
+
+
+def _words(meaning: Callable[[list[str]], tuple[str, ...]]) -> Callable[[str], list[str]]:
+    """An argparse `type` for a list filter: the comma-separated words of one option, each
+    one `bot.incidents.filters` knows (an unknown one is a usage error listing them)."""
+
+    def parse(text: str) -> list[str]:
+        words = common.split([text])
+        try:
+            meaning(words)
+        except RequestRejected as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return words
+
+    return parse
+
+
+def _limit(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of incidents; give 1 or more")
+    return int(text)
+
+
+def list_incidents(args: argparse.Namespace, settings: Settings) -> int:
+    status = filters.statuses(word for words in args.status for word in words)
+    severity = filters.severities(word for words in args.severity for word in words)
+    with common.database(settings) as db, db.session() as session:
+        rows = service.list_incidents(session, status=status, severity=severity, limit=args.limit)
         if args.output == "json":
             return common.say(json.dumps([views.incident(r) for r in rows], indent=2))
     if not rows:
-        return common.say("No incidents found.")
+        chosen = [
+            f"{name} {' or '.join(values)}"
+            for name, values in [("status", status), ("severity", severity)]
+            if values
+        ]
+        return common.say("No incidents found" + (f" ({'; '.join(chosen)})." if chosen else "."))
     table = [["INCIDENT", "SEVERITY", "STATUS", "AGE", "OWNER", "TITLE"]]
     table += [
         [r.ref, r.severity, r.status, common.age(r.opened_at), r.owner or "-", r.title]

@@ -6,10 +6,39 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from bot.cli import common
 from bot.config import Settings
 from bot.runbooks import schema, validate
+
+
+def add_commands(commands: Any) -> None:
+    """Register `validate` and `schema` on the top-level subparsers."""
+    check = commands.add_parser(
+        "validate",
+        help="check runbook files",
+        description="Check runbook YAML files and directories (default: the runbooks_dir "
+        "setting): YAML syntax (with the line to fix), the schema, actions and their "
+        "parameters, approvals against risk, templates and what they refer to (a label the "
+        "runbook's match does not require is a warning), and ids and matches across files. "
+        "Prints each problem as FILE:LINE:COLUMN WHERE: MESSAGE. Exits 0 when valid "
+        "(warnings allowed unless --strict), 1 on any error (or warning with --strict), 2 "
+        "when a path does not exist.",
+    )
+    check.add_argument("paths", metavar="PATH", nargs="*", help="runbook file or directory")
+    check.add_argument(
+        "--strict", action="store_true", help="warnings fail too (exit 1), e.g. in CI"
+    )
+    check.set_defaults(handler=validate_runbooks)
+
+    printing = commands.add_parser(
+        "schema",
+        help="print the runbook JSON Schema",
+        description="Print the JSON Schema of a runbook file, for editors "
+        "(yaml-language-server) and CI; docs/runbook.schema.json is this output.",
+    )
+    printing.set_defaults(handler=print_schema)
 
 
 def validate_runbooks(args: argparse.Namespace, settings: Settings) -> int:
@@ -26,6 +55,8 @@ def validate_runbooks(args: argparse.Namespace, settings: Settings) -> int:
     if errors:
         files = len({p.file for p in errors})
         return _fail(f"{_count(len(errors), 'problem')} in {_count(files, 'file')}")
+    if warnings and args.strict:
+        return _fail(f"{_count(len(warnings), 'warning')} (--strict: warnings fail)")
     summary = f"{_count(len(checked.runbooks), 'runbook')} valid"
     if warnings:
         summary += f" ({_count(len(warnings), 'warning')})"

@@ -3,12 +3,12 @@
 A file is read as UTF-8 text, composed into PyYAML nodes (which carry line and column),
 turned into plain data by walking those nodes, then validated by the schema. Every
 failure on the way is a `Problem` at a file:line:column an author can jump to: YAML
-syntax, duplicate keys (which PyYAML would silently let the last one win), anchors and
-aliases (refused: they make "what does this step say" a puzzle, and expand into alias
-bombs), tags, more than one document, and each pydantic error, placed at the node its
-location names (the key itself for an unknown key; the nearest enclosing node for a
-missing one; see `problems`). Whatever the input, the only exception that leaves is
-`RunbookInvalid`.
+syntax (in plain words, with the fix: `bot.yaml_errors`), duplicate keys (which PyYAML
+would silently let the last one win), anchors and aliases (refused: they make "what does
+this step say" a puzzle, and expand into alias bombs), tags, more than one document, and
+each pydantic error, placed at the node its location names (the key itself for an
+unknown key; the nearest enclosing node for a missing one; see `problems`). Whatever the
+input, the only exception that leaves is `RunbookInvalid`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from yaml.composer import ComposerError
 from yaml.error import Mark
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from bot import yaml_errors
 from bot.runbooks.problems import Loc, Problem, RunbookInvalid, SourceMap, schema_problems, where
 from bot.runbooks.schema import FACT_PATTERN, Runbook
 
@@ -245,6 +246,10 @@ def _compose(text: str, file: str) -> Node | None:
         loader = _Composer(text)
         node: Node | None = loader.get_single_node()
         return node
+    except (yaml.scanner.ScannerError, yaml.parser.ParserError) as exc:
+        said = yaml_errors.explain(exc, text)
+        problem = Problem(file, said.line, said.column, "", f"YAML: {said.message}")
+        raise _Refused(problem) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)

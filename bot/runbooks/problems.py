@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import NoneType, UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -25,6 +25,19 @@ from bot.runbooks.schema import Runbook
 Loc = tuple[str | int, ...]
 """Where a value is in a runbook: `("steps", 2, "action")`."""
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def strings_in(value: object, loc: Loc) -> Iterator[tuple[Loc, str, bool]]:
+    """Every text in `value` (a step's `with`, however deep), where it is, and False: it
+    is a template, not an expression (the flag `when` and `expect.that` carry as True)."""
+    if isinstance(value, str):
+        yield loc, value, False
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from strings_in(item, (*loc, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from strings_in(item, (*loc, i))
 
 
 @dataclass(frozen=True)

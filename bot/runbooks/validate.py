@@ -3,7 +3,8 @@
 Per runbook: actions exist, `with` names exactly the action's parameters (all required
 ones), `approval` never lowers the action's risk, every template parses and refers only
 to names it can see (facts defined above it, steps that ran before it), label regexes
-compile. Across runbooks: ids are unique, at most one is the fallback, and two runbooks
+compile, and templates use only labels the match requires (else a warning:
+`required_labels`). Across runbooks: ids are unique, at most one is the fallback, and two runbooks
 that could answer the same alert at the same priority get a warning.
 
 A warning is a `Problem` whose message starts with "warning:"; it does not make the
@@ -19,14 +20,13 @@ from __future__ import annotations
 import contextlib
 import difflib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bot.actions import registry
 from bot.errors import ActionUnknown
-from bot.runbooks import templates
+from bot.runbooks import expecting, required_labels, templates
 from bot.runbooks.loader import (
     LoadedRunbook,
     Loc,
@@ -35,6 +35,7 @@ from bot.runbooks.loader import (
     load_file,
     runbook_files,
 )
+from bot.runbooks.problems import strings_in
 from bot.runbooks.schema import APPROVALS, LabelMatcher, Runbook, Step
 
 _APPROVAL_NAMES = {count: name for name, count in APPROVALS.items()}
@@ -101,6 +102,8 @@ def check_runbook(loaded: LoadedRunbook) -> list[Problem]:
     problems += _facts(loaded)
     for i, step in enumerate(runbook.steps):
         problems += _step(loaded, i, step)
+        problems += expecting.check(loaded, i, step, _step_reference)
+    problems += required_labels.check(loaded)
     return problems
 
 
@@ -160,7 +163,7 @@ def _step(loaded: LoadedRunbook, i: int, step: Step) -> list[Problem]:
                     f"({action.risk.value} needs {_APPROVAL_NAMES[needed]!r})"
                 )
                 problems.append(loaded.problem((*here, "approval"), message))
-    sources: list[tuple[Loc, str, bool]] = list(_strings(step.with_, (*here, "with")))
+    sources: list[tuple[Loc, str, bool]] = list(strings_in(step.with_, (*here, "with")))
     if step.when is not None:
         sources.insert(0, ((*here, "when"), step.when, True))
     runbook = loaded.runbook
@@ -236,17 +239,6 @@ def _unknown_name(name: str, allowed: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return f"{message}{hint} (templates here see {', '.join(names)})"
-
-
-def _strings(value: Any, loc: Loc) -> Iterator[tuple[Loc, str, bool]]:
-    if isinstance(value, str):
-        yield loc, value, False
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings(item, (*loc, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _strings(item, (*loc, i))
 
 
 def _across(runbooks: list[LoadedRunbook]) -> list[Problem]:

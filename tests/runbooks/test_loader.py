@@ -87,8 +87,8 @@ def test_runbook_invalid_is_a_bot_error_listing_every_problem() -> None:
             '    with: {node: "{{ facts.node }}"}\n',
             '    with: {node: "{{ facts.node }}"\n',
             [
-                "rb.yaml:13:3 YAML: expected ',' or '}', but got '-' "
-                "(while parsing a flow mapping at line 12, column 11)"
+                "rb.yaml:12:11 YAML: the mapping {...} opened here is not closed before line "
+                "13, column 3: add the closing '}' where it ends (and a comma between its items)"
             ],
             id="bad-yaml",
         ),
@@ -154,6 +154,74 @@ def test_each_problem_is_reported_at_the_node_to_edit(
     assert old in GOOD
 
     assert problems(write(GOOD.replace(old, new, 1))) == expected
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        pytest.param(
+            "    title: Node status\n",
+            "    title: Node status\n     manual: look\n",
+            "rb.yaml:11:6 YAML: `manual:` is indented more than `title:` on line 10, so YAML "
+            "reads it as more of the value of `title:`, where ': ' is not allowed: move it to "
+            "column 5, like `title:`, or quote the value if the colon belongs to it",
+            id="key-indented-more",
+        ),
+        pytest.param(
+            "    title: Node status\n",
+            "    title: Node status\n  manual: look\n",
+            "rb.yaml:11:3 YAML: `manual:` starts at column 3, where the items of the list on "
+            "line 9 start (`- id: status`), but it is not a list item: indent it to column 5 "
+            "to go on with that item (like `title:`, line 10), or write '- ' before it to "
+            "start a new item",
+            id="key-at-the-items-column",
+        ),
+        pytest.param(
+            "facts:\n",
+            " facts:\n",
+            "rb.yaml:6:2 YAML: this line is indented differently from the keys above it: "
+            "`facts:` starts at column 2, the keys around it at column 3 (`alerts:`, line 5) "
+            "or column 1 (`match:`, line 4); move it to the column of the key it belongs with "
+            "(spaces only)",
+            id="key-between-levels",
+        ),
+        pytest.param(
+            "  - id: cordon\n",
+            "   - id: cordon\n",
+            "rb.yaml:13:4 YAML: this list item starts at column 4, the items of the lists "
+            "above it at column 3 (line 9): line it up with the items of its list (spaces "
+            "only)",
+            id="list-item",
+        ),
+        pytest.param(
+            "    title: Node status\n",
+            "\ttitle: Node status\n",
+            "rb.yaml:10:1 YAML: a tab character; YAML indents with spaces only: replace the "
+            "tab with spaces",
+            id="tab",
+        ),
+        pytest.param(
+            "    title: Node status\n",
+            "    title: Node status: first\n",
+            "rb.yaml:10:23 YAML: the value of `title:` contains ': ' (a colon and a space), "
+            'which YAML reads as the start of a key: put the whole value in quotes (key: "a: b")',
+            id="colon-in-a-value",
+        ),
+        pytest.param(
+            "    title: Node status\n",
+            '    title: "Node status\n',
+            "rb.yaml:10:12 YAML: this quoted value is not closed on its line, so YAML reads "
+            "on past it to line 12 and fails there: add the closing quote where the value ends",
+            id="unclosed-quote",
+        ),
+    ],
+)
+def test_a_yaml_mistake_is_said_in_plain_words_at_the_line_to_fix(
+    write: Write, old: str, new: str, expected: str
+) -> None:
+    assert old in GOOD
+
+    assert problems(write(GOOD.replace(old, new, 1))) == [expected]
 
 
 def test_every_problem_of_a_file_is_reported_at_once_in_line_order(write: Write) -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from bot.runbooks import validate
 from bot.runbooks.loader import RunbookInvalid
-from tests.runbooks.conftest import GOOD, STEPS, Write, runbook
+from tests.runbooks.conftest import STEPS, Write, runbook
+from tests.support.cli import Run
 
 
 def found(*paths: Path) -> list[str]:
@@ -21,7 +22,7 @@ def edited(old: str, new: str, text: str = STEPS) -> str:
 
 
 def test_valid_runbooks_have_no_problems(write: Write) -> None:
-    assert found(write(STEPS), write(GOOD, "gpu.yaml")) == []
+    assert found(write(STEPS), write(runbook(), "gpu.yaml")) == []
 
 
 @pytest.mark.parametrize(
@@ -130,9 +131,9 @@ def test_valid_runbooks_have_no_problems(write: Write) -> None:
             id="unknown-name",
         ),
         pytest.param(
-            "match: {alerts: [NodeDown]}",
-            'match: {alerts: [NodeDown], labels: [{label: node, regex: "gpu-(node"}]}',
-            "rb.yaml:4:59 match.labels[0].regex: regex does not compile: missing ), "
+            'regex: ".+"}]}',
+            'regex: ".+"}, {label: node, regex: "gpu-(node"}]}',
+            "rb.yaml:4:91 match.labels[1].regex: regex does not compile: missing ), "
             "unterminated subpattern at position 4",
             id="regex",
         ),
@@ -269,3 +270,139 @@ def test_files_that_do_not_load_report_their_problems_alongside_the_others(
     with pytest.raises(RunbookInvalid) as raised:
         validate.load_valid([Path(".")])
     assert raised.value.problems == checked.errors
+
+
+def label_runbook(match: str, template: str, *, where: str = "fact") -> str:
+    """A runbook whose match is `match` (flow style) and that uses `template` in a fact,
+    a step's `with` or its `when`, on line 7."""
+    uses = {
+        "fact": f'facts:\n  value: "{template}"\nsteps: [{{id: a, title: t, manual: m}}]\n',
+        "with": (
+            "facts: {}\nsteps:\n"
+            f'  - {{id: a, title: t, action: k8s.node_status, with: {{node: "{template}"}}}}\n'
+        ),
+        "when": f"facts: {{}}\nsteps:\n  - {{id: a, title: t, manual: m, when: {template}}}\n",
+    }
+    return f"id: x\ntitle: t\nversion: 1\nmatch: {{{match}}}\n{uses[where]}"
+
+
+def test_a_template_using_a_label_the_match_does_not_require_is_warned_naming_both(
+    write: Write, run: Run
+) -> None:
+    write(
+        label_runbook(
+            'alerts: [NodeDown], labels: [{label: node, regex: ".+"}]', "{{ labels.nodename }}"
+        )
+    )
+
+    code, out, _ = run("validate", "rb.yaml")
+
+    assert code == 0
+    assert out.splitlines() == [
+        "rb.yaml:6:10 facts.value: warning: labels.nodename: the match (alerts [NodeDown]; "
+        "labels [node]) does not require label 'nodename', so an alert without it fails "
+        "this template at run time; require it in match.labels ({label: nodename, regex: "
+        "\".+\"}) or give a fallback: labels.nodename | default('')",
+        "1 runbook valid (1 warning)",
+    ]
+    assert run("validate", "--strict", "rb.yaml")[:2] == (
+        1,
+        out.splitlines()[0] + "\n1 warning (--strict: warnings fail)\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("match", "template", "where", "warned"),
+    [
+        pytest.param(
+            'labels: [{label: node, regex: ".+"}]',
+            "{{ labels.node }}",
+            "fact",
+            [],
+            id="required-by-regex",
+        ),
+        pytest.param(
+            'labels: [{label: node, regex: ".*"}]',
+            "{{ labels.node }}",
+            "fact",
+            ["node"],
+            id="regex-that-accepts-empty",
+        ),
+        pytest.param(
+            "labels: [{label: node, equals: n1}]",
+            "{{ labels['node'] }}",
+            "fact",
+            [],
+            id="required-by-equals-item-syntax",
+        ),
+        pytest.param(
+            "labels: [{label: node, in: [a, '']}]",
+            "{{ labels.node }}",
+            "fact",
+            ["node"],
+            id="in-with-empty",
+        ),
+        pytest.param(
+            "labels: [{label: node, not_equals: ''}]",
+            "{{ labels.node }}",
+            "fact",
+            [],
+            id="not-equals-empty",
+        ),
+        pytest.param(
+            "labels: [{label: node, not_equals: x}]",
+            "{{ labels.node }}",
+            "fact",
+            ["node"],
+            id="not-equals-value",
+        ),
+        pytest.param("alerts: [A]", "{{ labels.alertname }}", "fact", [], id="alertname"),
+        pytest.param("alerts: [A]", "{{ labels.rack | default('') }}", "fact", [], id="default"),
+        pytest.param(
+            "alerts: [A]",
+            "{{ labels.rack | d(labels.row | default('')) }}",
+            "fact",
+            [],
+            id="nested-defaults",
+        ),
+        pytest.param("alerts: [A]", "{{ labels.get('rack', '') }}", "fact", [], id="get"),
+        pytest.param(
+            "alerts: [A]",
+            "{{ labels.rack if 'rack' in labels else '' }}",
+            "fact",
+            [],
+            id="asked-with-in",
+        ),
+        pytest.param(
+            "alerts: [A]",
+            "{{ labels.rack if labels.rack is defined else labels.row }}",
+            "fact",
+            ["row"],
+            id="asked-with-defined-not-in-else",
+        ),
+        pytest.param(
+            "alerts: [A]", "{{ labels.rack ~ labels.row }}", "with", ["rack", "row"], id="in-with"
+        ),
+        pytest.param(
+            "alerts: [A]", "labels.severity == 'critical'", "when", ["severity"], id="in-when"
+        ),
+        pytest.param(
+            "fallback: true", "{{ labels.Hostname }}", "fact", ["Hostname"], id="fallback"
+        ),
+    ],
+)
+def test_which_label_uses_are_warned(
+    write: Write, match: str, template: str, where: str, warned: list[str]
+) -> None:
+    problems = validate.validate_paths([write(label_runbook(match, template, where=where))])
+
+    assert [p.message.split(":", 2)[1].strip() for p in problems] == [
+        f"labels.{label}" for label in warned
+    ]
+    assert all(p.is_warning for p in problems)
+
+
+def test_the_shipped_runbooks_use_only_labels_their_match_requires() -> None:
+    shipped = Path(__file__).resolve().parents[2] / "runbooks"
+
+    assert [str(p) for p in validate.validate_paths([shipped])] == []

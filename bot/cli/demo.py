@@ -63,6 +63,14 @@ def add_command(commands: Any) -> None:
     )
     demo.add_argument("--every", default="45s", help="between scenarios with all (default 45s)")
     demo.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="multiply the simulator's delays (grace periods, power and boot times, "
+        "diagnostics); 0.1 = ten times faster (default 1)",
+    )
+    demo.add_argument(
         "--password", metavar="PW", help="one password for every demo user (default: random)"
     )
     demo.set_defaults(handler=demo_command)
@@ -73,6 +81,11 @@ def demo_command(args: argparse.Namespace, _: Settings) -> int:
     # run_service installs the same handler for its own run.
     signal.signal(signal.SIGTERM, _stop)
     delay, every = _seconds(args.delay, "--delay"), _seconds(args.every, "--every")
+    if not 0 < args.time_scale <= 100:
+        raise ConfigInvalid(
+            f"--time-scale {args.time_scale:g} is out of range; give a factor above 0 and "
+            "up to 100 (0.1 runs the simulator ten times faster)"
+        )
     if args.password is not None and not args.password:
         raise ConfigInvalid("--password is empty; give one, or leave it out for random ones")
     runbooks, where = runbooks_dir()
@@ -139,14 +152,16 @@ def _run(
     scenario = scenario.model_copy(update={"namespaces": [*scenario.namespaces, "runbook-bot"]})
     bmc_login = RedfishOptions("admin", secrets.token_urlsafe(12))
     sock = _bind(args.host, args.port)
-    with running(scenario, redfish=bmc_login) as sim:
-        bmc = sim.bmc_settings(folder / "bmc-password")
+    with running(scenario, redfish=bmc_login, time_scale=args.time_scale) as sim:
+        bmc_password = folder / "bmc-password"
+        bmc = sim.bmc_settings(bmc_password)
         bmc.update(timeout="5s", power_timeout="2m")
+        kubeconfig = sim.write_kubeconfig(folder / "kubeconfig")
         settings = load_settings(
             None,
             database_url=f"sqlite:///{folder / 'runbook-bot.db'}",
             runbooks_dir=runbooks,
-            kubeconfig=sim.write_kubeconfig(folder / "kubeconfig"),
+            kubeconfig=kubeconfig,
             bmc=bmc,
             webhook_token_file=token_file,
             roles={user: roles for user, (_, roles) in USERS.items() if roles},
@@ -184,6 +199,11 @@ def _run(
             lines.append(
                 f"webhook: POST {url}webhooks/alertmanager "
                 f"(Authorization: Bearer, the token in {token_file})"
+            )
+            lines.append(f"cluster: kubectl --kubeconfig {kubeconfig} get nodes")
+            lines.append(
+                f"bmc: {sim.redfish_url}/redfish/v1 (Redfish; user {bmc_login.username}, "
+                f"the password in {bmc_password})"
             )
             lines += _plan(scenarios, delay, every, args.after)
             lines.append("Ctrl-C stops the demo.")

@@ -1,9 +1,13 @@
-"""The demo's scenario player: break the simulator as the scenario says, then fire its
-alert through the bot's real webhook, as Alertmanager would.
+"""The demo's scenario player: break the simulator as a scenario says, wait until the
+fault shows where the bot will look, then fire its alert through the bot's real webhook,
+as Alertmanager would.
 
-`inject` is the fault (a GPU falls off the bus, a machine loses power, an IB port goes
-down, a GPU heats up); the alert itself comes from `alerts.firing`. `Player` runs one
-scenario or all five, `every` apart, in a thread, until stopped.
+The faults, and how each shows from outside, are `faults`'; the alert comes from
+`alerts.firing`. `Player` plays one scenario or all five, in `alerts`' order, in a thread,
+until stopped. Each scenario is played to its post before the next one breaks anything:
+break, seen, posted, wait `every`, the next. So every run fires the same alerts in the
+same order, each on a condition the bot can already read (a machine that is off and a
+node that is NotReady, not one still powering off).
 """
 
 from __future__ import annotations
@@ -11,37 +15,27 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import httpx
 
-from bot.sim import alerts
+from bot.clock import Clock, SystemClock
+from bot.sim import alerts, faults
 from bot.sim.server import SimHandle
 
 logger = logging.getLogger(__name__)
 TIMEOUT = 10.0
 """Seconds one webhook post may take; the bot answers after a commit, in milliseconds."""
+SHOWS_WITHIN = 60.0
+"""Seconds a fault may take to show (a machine powers off in 3 at the seed's pace)."""
+LOOK_EVERY = 0.05
+"""Seconds between two looks at a fault that does not show yet."""
 
 
-def inject(sim: SimHandle, name: str) -> str:
-    """Break the simulated cluster as scenario `name` says; what was done."""
-    e = alerts.get(name)
-    cluster = sim.cluster
-    if name == "xid79":
-        assert e.node is not None and e.gpu is not None
-        cluster.lose_gpu(e.node, e.gpu)
-    elif name == "node-down":
-        assert e.node is not None
-        cluster.power(e.node, "ForceOff")  # the machine goes off, its node NotReady
-    elif name == "ib-partition":
-        assert e.node is not None
-        cluster.set_ib_port(e.node, alerts.HCA, False)
-    elif name == "overheating":
-        assert e.node is not None and e.gpu is not None
-        cluster.heat_gpu(e.node, e.gpu, alerts.HOT)
-    # storage: the simulator has no NFS server to break; the alert alone starts the plan.
-    return e.what
+class FaultHidden(RuntimeError):
+    """A scenario's fault did not show in time (`Player.shows_within`): its alert was not
+    posted."""
 
 
 def firing(sim: SimHandle, name: str, now: datetime) -> dict[str, Any]:
@@ -88,7 +82,8 @@ def expand(scenario: str) -> list[str]:
 class Player:
     """Plays `scenarios` against the bot at `url`: `delay` seconds after it starts (with
     `after_login`: after the first login to the console, `logged_in`), then one every
-    `every` seconds. `said` gets one line per scenario played."""
+    `every` seconds, each alert once its fault shows (at most `shows_within` seconds on
+    `clock` after the break). `said` gets one line per scenario played."""
 
     def __init__(
         self,
@@ -101,9 +96,13 @@ class Player:
         token: str | None = None,
         said: Callable[[str], None] = print,
         after_login: bool = False,
+        clock: Clock | None = None,
+        shows_within: float = SHOWS_WITHIN,
     ) -> None:
         self.sim, self.url, self.scenarios = sim, url, list(scenarios)
         self.delay, self.every, self.token, self.said = delay, every, token, said
+        self.clock: Clock = clock or SystemClock()
+        self.shows_within = shows_within
         self.stop = threading.Event()
         self._login = threading.Event()
         if not after_login:
@@ -126,18 +125,48 @@ class Player:
 
     def _run(self) -> None:
         self._login.wait()
-        with httpx.Client(base_url=self.url, timeout=TIMEOUT) as client:
-            wait = self.delay
-            for name in self.scenarios:
-                if self.stop.wait(wait):
-                    return
-                wait = self.every
-                try:
-                    what = inject(self.sim, name)
-                    answer = post(
-                        client, firing(self.sim, name, datetime.now(UTC)), token=self.token
-                    )
-                except Exception as exc:  # the demo goes on; say what failed
-                    logger.error("scenario %s: %s", name, exc)
-                    continue
-                self.said(f"scenario {name}: {what}; alert fired -> {answer.get('incident')}")
+        probe = faults.Probe(self.sim)
+        try:
+            with httpx.Client(base_url=self.url, timeout=TIMEOUT) as client:
+                wait = self.delay
+                for name in self.scenarios:
+                    if self.stop.wait(wait):
+                        return
+                    wait = self.every
+                    try:
+                        line = self.play(name, client, probe)
+                    except Exception as exc:  # the demo goes on; say what failed
+                        logger.error("scenario %s: %s", name, exc)
+                        continue
+                    if line is None:
+                        return  # stopped while waiting for the fault to show
+                    self.said(line)
+        finally:
+            probe.close()
+
+    def play(self, name: str, client: httpx.Client, probe: faults.Probe) -> str | None:
+        """Break, wait until it shows, post: what happened, for the demo's output (None:
+        stopped before the alert went out)."""
+        what = faults.inject(self.sim, name)
+        seen = self.until_shown(probe, name)
+        if seen is None:
+            return None
+        answer = post(client, firing(self.sim, name, self.clock.now()), token=self.token)
+        shown = "; ".join(seen.seen)
+        return f"scenario {name}: {what}; {shown}; alert fired -> {answer.get('incident')}"
+
+    def until_shown(self, probe: faults.Probe, name: str) -> faults.Sighting | None:
+        """Look at the fault until all of it shows; None if stopped meanwhile."""
+        deadline = self.clock.monotonic() + self.shows_within
+        while True:
+            seen = faults.sighting(probe, name)
+            if seen.complete:
+                return seen
+            if self.clock.monotonic() >= deadline:
+                raise FaultHidden(
+                    f"after {self.shows_within:g}s the simulator still does not show: "
+                    f"{'; '.join(seen.missing)}; the alert was not posted"
+                )
+            self.clock.sleep(LOOK_EVERY)
+            if self.stop.is_set():
+                return None

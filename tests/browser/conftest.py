@@ -2,8 +2,8 @@
 
 The browser and the shared demo live for this package only (scope "package"), so the demo's
 processes and Playwright's event loop are gone before the rest of the suite runs. The demo
-that the read-only tests share fires its XID alert after 1 s; the flow test that changes
-the incident starts its own (`tests/browser/demo.py`). Each page records its requests and
+that the read-only tests share fires its XID alert after 1 s; the tests that change an
+incident start their own (`demo_of`, `tests/browser/demo.py`). Each page records its requests and
 JavaScript errors: a page that fetches from anywhere but the console, or throws, fails.
 """
 
@@ -61,6 +61,25 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     demos.require_demo()
     with demos.running(tmp_path_factory.mktemp("demo"), delay="1s") as running:
         yield running
+
+
+DemoOf = Callable[..., Demo]
+"""(scenario, *, delay="1s") -> a demo of its own playing `scenario`, stopped after the test."""
+
+
+@pytest.fixture
+def demo_of(browser: Browser, tmp_path: Path) -> Iterator[DemoOf]:
+    """Demos of the test's own, for tests that change their incident. Chromium is started
+    first; the test's pages (`new_page`, asked for after this) close before a demo stops."""
+    demos.require_demo()
+    with contextlib.ExitStack() as stack:
+
+        def start(scenario: str, *, delay: str = "1s") -> Demo:
+            folder = tmp_path / scenario
+            folder.mkdir()
+            return stack.enter_context(demos.running(folder, scenario=scenario, delay=delay))
+
+        yield start
 
 
 @dataclass

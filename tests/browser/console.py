@@ -65,6 +65,12 @@ def step(page: Page, step_id: str) -> Locator:
     return page.locator(f'ol#steps > li[data-step="{step_id}"]')
 
 
+def steps_not_in(page: Page, states: tuple[str, ...]) -> Locator:
+    """The runbook's steps whose state is none of `states`."""
+    unless = "".join(f':not([data-state="{state}"])' for state in states)
+    return page.locator(f"ol#steps > li[data-step]{unless}")
+
+
 def flash(page: Page) -> Locator:
     return page.locator("#flash")
 
@@ -74,7 +80,14 @@ def timeline(page: Page) -> Locator:
 
 
 def approve(page: Page, step_id: str, *, targets: str) -> None:
-    """Click the step's Approve; a disruptive step asks first, naming its targets."""
+    """Click the step's Approve (one person is enough); it stops waiting."""
+    item = click_approve(page, step_id, targets=targets)
+    expect(item).not_to_have_attribute("data-state", "awaiting_approval")
+
+
+def click_approve(page: Page, step_id: str, *, targets: str) -> Locator:
+    """Click the waiting step's Approve; a disruptive step asks first, naming its targets.
+    The step's item, which may still wait for a second person."""
     item = step(page, step_id)
     expect(item).to_have_attribute("data-state", "awaiting_approval")
     disruptive = "disruptive" in item.inner_text()
@@ -85,7 +98,35 @@ def approve(page: Page, step_id: str, *, targets: str) -> None:
         expect(dialog).to_contain_text(targets)
         dialog.locator('button[data-action="confirm"]').click()
         expect(dialog).to_be_hidden()
-    expect(item).not_to_have_attribute("data-state", "awaiting_approval")
+    return item
+
+
+def mark_done(page: Page, step_id: str, note: str) -> None:
+    """A manual step: Done…, say what was done, Mark done."""
+    item = step(page, step_id)
+    expect(item).to_have_attribute("data-state", "awaiting_approval")
+    item.locator('button[data-action="done"]').click()
+    item.locator("textarea[name=note]").fill(note)
+    item.locator('button[data-action="done-submit"]').click()
+    expect(item).to_have_attribute("data-state", "succeeded")
+
+
+def skip(page: Page, step_id: str) -> None:
+    item = step(page, step_id)
+    expect(item).to_have_attribute("data-state", "awaiting_approval")
+    item.locator('button[data-action="skip"]').click()
+    expect(item).to_have_attribute("data-state", "skipped")
+
+
+def resolve(page: Page, disposition: str) -> None:
+    """Resolve the incident on the page with `disposition`; the flash says so."""
+    page.locator('button[data-action="resolve"]').click()
+    form = page.locator("form#resolve")
+    expect(form).to_be_visible()
+    form.locator("textarea[name=disposition]").fill(disposition)
+    form.locator('button[data-action="resolve-submit"]').click()
+    expect(flash(page)).to_contain_text("resolved")
+    expect(card(page)).to_have_attribute("data-status", "resolved")
 
 
 def approve_then_cancel(page: Page, step_id: str, *, targets: str) -> None:

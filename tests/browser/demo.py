@@ -1,9 +1,12 @@
 """`runbook-bot demo` as a subprocess, the way a person starts it, for the browser tests.
 
 `running()` starts the demo on a port the kernel picks, reads its stdout until the
-`console: URL` line and the four `login:` lines, and at the end stops it with SIGTERM and
-checks that it exits 0 (the demo contract: Ctrl-C / SIGTERM stops everything cleanly).
-Every wait is bounded; a failure message carries the tail of the demo's output.
+`console: URL` line, the four `login:` lines and the rest of its banner (up to "Ctrl-C
+stops the demo."), and at the end stops it with SIGTERM and checks that it exits 0 (the
+demo contract: Ctrl-C / SIGTERM stops everything cleanly). The demo keeps its files in
+`Demo.folder` (the webhook token, the kubeconfig, the BMC password) for tests that read
+the bot's API or the simulator. Every wait is bounded; a failure message carries the tail
+of the demo's output.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.databases import IN_CI
+from tests.support.ci import skip_or_fail
 
 COMMAND = Path(sys.executable).with_name("runbook-bot")
 USERS = ("oncall", "second", "admin", "viewer")
@@ -33,16 +36,17 @@ START_SECONDS = 60.0
 STOP_SECONDS = 30.0
 CONSOLE_LINE = re.compile(r"^console: (http://\S+/)$")
 LOGIN_LINE = re.compile(r"^login: (\S+) (\S+) \((.*)\)$")
+LAST_LINE = "Ctrl-C stops the demo."
+TIME_SCALE = "0.1"
+"""The simulator's pace in these demos: a power cycle, a boot and dcgmi diag ten times
+faster. The bot's own waits (a node Ready for a minute before it counts) stay real."""
 
 
 def require(what: str, ok: bool, how: str) -> None:
     """Skip locally, fail in CI, when a part the browser tests need is missing."""
     if ok:
         return
-    message = f"{what} ({how})"
-    if IN_CI:
-        pytest.fail(message + " (CI must run every test)", pytrace=False)
-    pytest.skip(message)
+    skip_or_fail(what, install=how)
 
 
 def require_demo() -> None:
@@ -72,12 +76,21 @@ class Demo:
     passwords: dict[str, str]
     roles: dict[str, str]
     process: subprocess.Popen[str]
+    folder: Path
+    banner: list[str] = field(default_factory=list)
     output: list[str] = field(default_factory=list)
     stderr_path: Path | None = None
     reader: threading.Thread | None = None
 
     def at(self, path: str) -> str:
         return self.url + path.lstrip("/")
+
+    def said(self, prefix: str) -> str:
+        """The value of the banner's line `prefix: value`."""
+        for line in self.banner:
+            if line.startswith(prefix + ": "):
+                return line.removeprefix(prefix + ": ")
+        raise AssertionError(f"the demo printed no {prefix!r} line: {self.banner}")
 
     def tail(self) -> str:
         err = self.stderr_path.read_text(errors="replace") if self.stderr_path else ""
@@ -118,7 +131,12 @@ def _next_line(demo: Demo, lines: queue.Queue[str | None], deadline: float, want
 
 @contextmanager
 def running(
-    workdir: Path, *, scenario: str = "xid79", delay: str = "3s", password: str | None = None
+    workdir: Path,
+    *,
+    scenario: str = "xid79",
+    delay: str = "3s",
+    password: str | None = None,
+    time_scale: str = TIME_SCALE,
 ) -> Iterator[Demo]:
     """Start the demo in `workdir` (its SQLite file stays there for a look after a failure)."""
     password = password or secrets.token_urlsafe(12)
@@ -134,6 +152,8 @@ def running(
         scenario,
         "--delay",
         delay,
+        "--time-scale",
+        time_scale,
         "--dir",
         str(workdir / "demo"),
         f"--password={password}",  # a random one may start with "-"
@@ -147,7 +167,14 @@ def running(
             text=True,
             env={**os.environ, "NO_COLOR": "1"},
         )
-    demo = Demo(url="", passwords={}, roles={}, process=process, stderr_path=stderr_path)
+    demo = Demo(
+        url="",
+        passwords={},
+        roles={},
+        process=process,
+        folder=workdir / "demo",
+        stderr_path=stderr_path,
+    )
     lines: queue.Queue[str | None] = queue.Queue()
     demo.reader = threading.Thread(target=_pump, args=(process, lines, demo.output), daemon=True)
     demo.reader.start()
@@ -163,11 +190,13 @@ def running(
 
 
 def _read_banner(demo: Demo, lines: queue.Queue[str | None], password: str) -> None:
-    """Wait for the `console: URL` line, then the four `login:` lines after it."""
+    """Wait for the `console: URL` line, the four `login:` lines after it, then the rest of
+    the banner."""
     deadline = time.monotonic() + START_SECONDS
     while not demo.url:
         match = CONSOLE_LINE.match(_next_line(demo, lines, deadline, "`console: URL` line"))
         demo.url = match.group(1) if match else ""
+    demo.banner.append(f"console: {demo.url}")
     while set(demo.passwords) != set(USERS):
         line = _next_line(demo, lines, deadline, "`login: USER PASSWORD (ROLE)` lines")
         match = LOGIN_LINE.match(line)
@@ -179,7 +208,10 @@ def _read_banner(demo: Demo, lines: queue.Queue[str | None], password: str) -> N
             )
         user, secret, role = match.groups()
         demo.passwords[user], demo.roles[user] = secret, role
+        demo.banner.append(line)
     assert demo.passwords == dict.fromkeys(USERS, password), "--password is for all four"
+    while demo.banner[-1] != LAST_LINE:
+        demo.banner.append(_next_line(demo, lines, deadline, f"the banner's {LAST_LINE!r}"))
 
 
 def _halt(demo: Demo) -> int | None:

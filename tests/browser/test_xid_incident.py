@@ -2,22 +2,20 @@
 
 On a phone, `oncall` watches the incident appear in the list, approves the cordon and the
 drain, watches the drain reach "drained", opens and cancels the disruptive power cycle's
-confirmation, resolves with a disposition and opens the postmortem draft. A second person
-(`second`, on a desktop) has the incident page open the whole time and sees every change
-arrive without touching anything. Screenshots of both are saved at the moments that matter
-(tests/browser/artifacts/).
+confirmation, then approves it; a second person (`second`, on a desktop) has the incident
+page open the whole time, sees every change arrive without reloading, and gives the power
+cycle and the return to service their second approvals. Once the runbook has nothing left
+to decide, `oncall` resolves with a disposition and opens the postmortem draft; the
+simulator shows the node back in service with all eight GPUs. Screenshots of both are
+saved at the moments that matter (tests/browser/artifacts/).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from playwright.sync_api import Page, expect
 
-import pytest
-from playwright.sync_api import Browser, Page, expect
-
-from tests.browser import demo as demos
-from tests.browser.conftest import NewPage
+from tests.browser.cluster import Simulator
+from tests.browser.conftest import DemoOf, NewPage
 from tests.browser.console import (
     ARTIFACTS,
     approve,
@@ -25,30 +23,21 @@ from tests.browser.console import (
     assert_fits_the_screen,
     assert_not_reloaded,
     card,
-    flash,
     incident_rows,
     log_in,
     mark_page,
     open_incident,
     publish,
+    resolve,
     snap,
     step,
     timeline,
 )
-from tests.browser.demo import Demo
+from tests.browser.walking import approve as approval
+from tests.browser.walking import assert_settled, two, walk
 
 NODE = "gpu-node-02"
-DISPOSITION = "Cordoned and drained gpu-node-02; GPU 5 fell off the bus, card goes to the vendor"
-
-
-@pytest.fixture
-def xid_demo(browser: Browser, tmp_path: Path) -> Iterator[Demo]:
-    """A demo of its own (this test changes the incident) whose alert fires 3 s after the
-    first login (the demo waits for it): the list is open before it arrives. Chromium is
-    started first; the test's pages (`new_page`, after this) close before the demo stops."""
-    demos.require_demo()
-    with demos.running(tmp_path, scenario="xid79", delay="3s") as running:
-        yield running
+DISPOSITION = "gpu-node-02 drained and power-cycled; GPU 5 back on the bus, diag -r 3 passed"
 
 
 def snap_both(moment: str, phone: Page, desktop: Page, *, focus: str) -> None:
@@ -57,10 +46,12 @@ def snap_both(moment: str, phone: Page, desktop: Page, *, focus: str) -> None:
     snap(desktop, moment)
 
 
-def test_oncall_drains_the_xid_node_from_a_phone_and_resolves_it_with_a_postmortem(
-    xid_demo: Demo, new_page: NewPage
+def test_oncall_drains_power_cycles_and_returns_the_xid_node_from_a_phone_with_a_postmortem(
+    demo_of: DemoOf, new_page: NewPage
 ) -> None:
-    demo = xid_demo
+    # The alert fires 3 s after the first login (the demo waits for it): the list is open
+    # before it arrives.
+    demo = demo_of("xid79", delay="3s")
     phone = new_page(demo, phone=True)
     log_in(phone, demo, "oncall")
     assert incident_rows(phone).count() == 0, "the alert fired before the list was open"
@@ -104,14 +95,20 @@ def test_oncall_drains_the_xid_node_from_a_phone_and_resolves_it_with_a_postmort
     publish(desktop)
     # Next the runbook proposes the power cycle: two people, and a dialog naming the node.
     approve_then_cancel(phone, "power_cycle", targets=NODE)
+    people = {"oncall": phone, "second": desktop}
+    walk(
+        people,
+        [two("power_cycle"), approval("diag"), two("uncordon_after_power_cycle")],
+        targets=NODE,
+    )
+    expect(step(phone, "diag")).to_contain_text("dcgmi diag -r 3 passed")
+    assert_settled(phone)
+    with Simulator(demo) as sim:  # back in service, the card back on the bus
+        assert (sim.power(NODE), sim.ready(NODE), sim.cordoned(NODE)) == ("On", "True", False)
+        assert sim.gpu_sensor(NODE, 5)["Status"]["State"] == "Enabled"
+        assert sim.pods("ml")["trainer-1"] not in ("", NODE)  # drained, running elsewhere
 
-    phone.locator('button[data-action="resolve"]').click()
-    resolve = phone.locator("form#resolve")
-    expect(resolve).to_be_visible()
-    resolve.locator("textarea[name=disposition]").fill(DISPOSITION)
-    resolve.locator('button[data-action="resolve-submit"]').click()
-
-    expect(flash(phone)).to_contain_text("resolved")
+    resolve(phone, DISPOSITION)
     for page in (phone, desktop):
         expect(card(page)).to_have_attribute("data-status", "resolved")
         expect(timeline(page).filter(has_text=DISPOSITION)).to_have_count(1)

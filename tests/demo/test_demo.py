@@ -106,7 +106,12 @@ def test_the_xid_demo_prints_its_logins_and_the_gpu_is_cordoned_and_drained_on_a
         assert not folder.exists()  # the temporary directory went with it
 
 
-def test_all_fires_the_five_emergencies_each_into_its_own_runbook_and_ctrl_c_ends_it(
+def _asking(client: httpx.Client, ref: str) -> list[str]:
+    """The steps of the incident that wait for a person: its buttons."""
+    return [s["step"] for s in _steps(client, ref)["steps"] if s["state"] == "awaiting_approval"]
+
+
+def test_all_fires_five_emergencies_in_order_each_reaching_a_decision_and_ctrl_c_ends_it(
     tmp_path: Path,
 ) -> None:
     with demo(
@@ -120,8 +125,25 @@ def test_all_fires_the_five_emergencies_each_into_its_own_runbook_and_ctrl_c_end
                 timeout=60,
                 what="five incidents",
             )
-            runbooks = {_steps(client, incident["id"])["runbook"].split()[0] for incident in opened}
-        assert runbooks == {e.runbook for e in alerts.SCENARIOS.values()}
+            by_number = sorted(opened, key=lambda incident: incident["number"])
+            runbooks = [_steps(client, i["id"])["runbook"].split()[0] for i in by_number]
+            asking = {
+                runbook: eventually(
+                    lambda ref=incident["id"]: _asking(client, ref),
+                    timeout=60,
+                    what=f"a decision in the {runbook} incident",
+                )
+                for runbook, incident in zip(runbooks, by_number, strict=True)
+            }
+            node_down = by_number[runbooks.index("node-down")]["id"]
+            read = {s["step"]: s["summary"] for s in _steps(client, node_down)["steps"]}
+        # Fired in the plan's order, each on a fault the bot could already see: the node-down
+        # runbook read the node down and the machine off, and asks for the cordon.
+        assert runbooks == [alerts.get(name).runbook for name in alerts.names()]
+        assert read["node_status"].startswith("gpu-node-04: Ready=False")
+        assert read["power"] == "gpu-node-04 is powered off"
+        assert asking["node-down"] == ["cordon"]
+        assert asking["gpu-xid"] == ["cordon"]
         folder = running.folder
         assert running.stop(signal.SIGINT) == 0
         assert not folder.exists()
@@ -162,6 +184,7 @@ def test_with_dir_the_demo_keeps_its_database_after_it_stops(tmp_path: Path) -> 
     [
         (["--delay", "soon"], "--delay: 'soon' is not a duration"),
         (["--password", ""], "--password is empty"),
+        (["--time-scale", "0"], "--time-scale 0 is out of range; give a factor above 0"),
     ],
 )
 def test_bad_options_are_refused_with_what_to_write(

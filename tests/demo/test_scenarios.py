@@ -11,7 +11,7 @@ from bot.alerts.payload import WebhookPayload
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.incidents.models import DRILL_LABEL
-from bot.sim import alerts, running, seed
+from bot.sim import alerts, faults, running, seed
 from bot.sim import play as player
 from tests.runbooks.rig import Rig
 from tests.support.payloads import fixture
@@ -76,7 +76,7 @@ def test_an_unknown_scenario_names_the_ones_there_are() -> None:
 def test_each_fault_shows_in_the_simulator_as_its_runbook_will_find_it() -> None:
     with running(seed(grace_seconds=1, startup_seconds=0.1), time_scale=0.02) as sim:
         for name in alerts.names():
-            player.inject(sim, name)
+            faults.inject(sim, name)
         firing = player.firing(sim, "xid79", FrozenClock().now())
 
         machines = {node: sim.cluster.machine(node) for node in sim.cluster.machines}
@@ -86,6 +86,10 @@ def test_each_fault_shows_in_the_simulator_as_its_runbook_will_find_it() -> None
         assert machines["gpu-node-04"].power in ("PoweringOff", "Off")
         assert [p.up for p in machines["gpu-node-03"].ib_ports if p.hca == alerts.HCA] == [False]
         assert machines["gpu-node-01"].gpus[3].temperature == alerts.HOT
+        (event,) = sim.cluster.objects("Event", "ml")
+        assert (event["type"], event["reason"]) == ("Warning", faults.MOUNT_FAILED)
+        assert event["involvedObject"]["name"] == "trainer-0"  # the trainer on gpu-node-01
+        assert alerts.STORAGE in event["message"]
 
 
 def test_the_commands_offer_exactly_the_scenarios_the_player_has() -> None:

@@ -35,18 +35,23 @@
 
   // --- the card ------------------------------------------------------------------------
   var cardTimer = null;
-  function refreshCard() {
-    var timeline = byId("timeline");
-    if (!timeline) { return; }
+  function writing() {
     var active = document.activeElement;
     var card = byId("card");
     var typing = card && active && card.contains(active) && /^(TEXTAREA|INPUT)$/.test(active.tagName);
-    if (typing || (card && card.querySelector(".reveal.open"))) {
+    return Boolean(typing || (card && card.querySelector(".reveal.open")));
+  }
+  function refreshCard() {
+    var timeline = byId("timeline");
+    if (!timeline) { return; }
+    if (writing()) {
       scheduleCard(2000); // a note or a disposition is being written: do not wipe it
       return;
     }
     fetchDoc(timeline.getAttribute("data-card")).then(function (doc) {
       if (!doc) { return; }
+      // Asked again: a form may have opened while the card was on its way.
+      if (writing()) { scheduleCard(2000); return; }
       var fresh = doc.body.querySelector("#card") || doc.getElementById("card");
       var old = byId("card");
       if (fresh && old) { old.replaceWith(document.importNode(fresh, true)); }

@@ -9,7 +9,9 @@ worker), marks it running with a lease, commits, and only then runs the action, 
 thread, renewing the lease while it works and giving up waiting at the step's `timeout`.
 The result is written in one transaction with the engine's next proposal, but only while
 the run is still this worker's: a result that comes back after its lease was taken is
-recorded and dropped. A failure is retried by its class: with `Outcome.retry_after` (a
+recorded and dropped. The database being away while an action runs stops neither: its
+log entries and its result are kept and written once the database is back, before the
+worker does anything else. A failure is retried by its class: with `Outcome.retry_after` (a
 `TemporaryActionError`) as a new approved attempt due that much later, while `retries`
 remain; a permanent failure never.
 
@@ -41,7 +43,7 @@ from bot.clock import Clock, as_utc
 from bot.config import Settings
 from bot.db import Database
 from bot.durations import format_duration
-from bot.errors import BotError
+from bot.errors import BotError, StorageUnavailable
 from bot.escalation import ladder, oncall
 from bot.escalation.health import beat
 from bot.escalation.ladder import ChatPager
@@ -108,6 +110,13 @@ class Worker:
         self._handover_checked: datetime | None = None
         self._remind_checked: datetime | None = None
         self._swept: datetime | None = None
+        self._unfinished: Callable[[], None] | None = None
+        """Recording how a run's action ended, while the database could not take it: done
+        before anything else (see `perform`)."""
+        self._kept: dict[int, list[tuple[datetime, str, str, dict[str, Any]]]] = {}
+        """Log entries of running actions the database could not take, by run, in order:
+        written with the run's result (`_record`)."""
+        self._kept_lock = threading.Lock()
 
     def wake(self) -> None:
         """Look for work now (an approval was committed)."""
@@ -146,7 +155,12 @@ class Worker:
         """Propose new runbooks' steps and fire due timers; reap expired leases and expire
         unapproved runs past their time (at most every `worker_poll`: their deadlines are
         minutes long); then claim and run one approved step that is due. True if it did
-        work."""
+        work. A result the database could not take before is recorded first."""
+        if self._unfinished is not None:
+            self._unfinished()  # StorageUnavailable while the database is still away
+            self._unfinished = None
+            logger.info("worker %s: the result kept during the outage is recorded", self.owner)
+            return True
         self.beat()
         swept = self.propose() + self.fire()
         now = self.clock.now()
@@ -347,7 +361,7 @@ class Worker:
         run.lease_owner = self.owner
         run.lease_until = now + self.settings.worker_lease
         summary = (
-            f"step {run.step_id} started: {run.action} {engine.brief(run.params)} "
+            f"step {run.step_id} started: {run.action} {engine.brief(run.params, run.action)} "
             f"as {run.actor} (attempt {run.attempt})"
         )
         _move(session, incident, run, S.RUNNING, now, summary, {"owner": self.owner})
@@ -364,10 +378,39 @@ class Worker:
         )
 
     def perform(self, claim: Claim) -> None:
-        """Run a claimed action and record how it ended."""
+        """Run a claimed action and record how it ended. The action did run: if the
+        database is away when it ends, the result is kept and recorded once it is back
+        (`run_once`), not left for the reaper to call interrupted and ask people again."""
         outcome = self._run(claim)
+        end = partial(self._end, claim, outcome)
+        try:
+            end()
+        except StorageUnavailable as exc:
+            self._unfinished = end
+            logger.warning(
+                "worker %s: step %s of INC-%s ended but %s; its result is kept and recorded "
+                "once the database is back",
+                self.owner,
+                claim.step,
+                claim.incident,
+                exc,
+            )
+
+    def _end(self, claim: Claim, outcome: Outcome | None) -> None:
+        with self._kept_lock:
+            kept = list(self._kept.get(claim.run_id, []))
         with self.db.transaction() as session:
+            incident = incidents.get(session, claim.incident, lock=True)
+            for at, kind, summary, data in kept:
+                actor = engine.actor_of(claim.actor)
+                log.append(
+                    session, incident, at=at, actor=actor, type=kind, summary=summary, data=data
+                )
             self._finish(session, claim, outcome)
+        with self._kept_lock:
+            left = self._kept.pop(claim.run_id, [])[len(kept) :]
+            if left:  # an action that outlived its step's timeout logs on
+                self._kept[claim.run_id] = left
 
     def _first(self, session: Session, *where: ColumnElement[bool]) -> StepRun | None:
         """The oldest run matching `where`, locked (one another worker holds is passed over)."""
@@ -417,10 +460,18 @@ class Worker:
         return done[0] if done else None
 
     def _renew(self, claim: Claim) -> None:
-        with self.db.transaction() as session:
-            run = session.get(StepRun, claim.run_id, with_for_update=True)
-            if run is not None and run.state == S.RUNNING and run.lease_owner == self.owner:
-                run.lease_until = self.clock.now() + self.settings.worker_lease
+        """Extend the lease of a run in hand. The database being away stops neither the
+        action nor the wait for it: the next renewal tries again (a lease that ran out
+        meanwhile may be reaped; `_finish` then records the result as dropped)."""
+        try:
+            with self.db.transaction() as session:
+                run = session.get(StepRun, claim.run_id, with_for_update=True)
+                if run is not None and run.state == S.RUNNING and run.lease_owner == self.owner:
+                    run.lease_until = self.clock.now() + self.settings.worker_lease
+        except StorageUnavailable as exc:
+            logger.warning(
+                "worker %s: lease of step run %s not renewed: %s", self.owner, claim.run_id, exc
+            )
 
     def _context(self, claim: Claim) -> ActionContext:
         # A drill's steps all run as dry runs: Kubernetes writes go with dryRun=All, BMC
@@ -473,17 +524,36 @@ class Worker:
         return report
 
     def _record(self, claim: Claim, kind: str, summary: str, data: dict[str, Any]) -> None:
-        with self.db.transaction() as session:
-            incident = incidents.get(session, claim.incident, lock=True)
-            log.append(
-                session,
-                incident,
-                at=self.clock.now(),
-                actor=engine.actor_of(claim.actor),
-                type=kind,
-                summary=summary,
-                data={**data, "step": claim.step, "attempt": claim.attempt, "run": claim.run_id},
-            )
+        """A log entry of a running action. The action goes on while the database is away:
+        the entry is kept, with the ones after it, and written with the run's result."""
+        now = self.clock.now()
+        data = {**data, "step": claim.step, "attempt": claim.attempt, "run": claim.run_id}
+        with self._kept_lock:
+            kept = self._kept.get(claim.run_id)
+            if kept is None:
+                try:
+                    with self.db.transaction() as session:
+                        incident = incidents.get(session, claim.incident, lock=True)
+                        actor = engine.actor_of(claim.actor)
+                        log.append(
+                            session,
+                            incident,
+                            at=now,
+                            actor=actor,
+                            type=kind,
+                            summary=summary,
+                            data=data,
+                        )
+                    return
+                except StorageUnavailable as exc:
+                    logger.warning(
+                        "INC-%s: step %s's log entries are kept until the database is back: %s",
+                        claim.incident,
+                        claim.step,
+                        exc,
+                    )
+                    kept = self._kept.setdefault(claim.run_id, [])
+            kept.append((now, kind, summary, data))
 
     def _finish(self, session: Session, claim: Claim, outcome: Outcome | None) -> None:
         now = self.clock.now()
@@ -552,20 +622,9 @@ class Worker:
             _note(session, incident, now, "step.not_retried", summary, data)
             return
         due = now + timedelta(seconds=max(retry_after, 0.0))
-        again = StepRun(
-            incident_number=run.incident_number,
-            step_id=run.step_id,
-            attempt=run.attempt + 1,
-            state=S.PROPOSED.value,
-            kind=run.kind,
-            action=run.action,
-            params=dict(run.params),
-            params_hash=run.params_hash,
-            approvals_required=run.approvals_required,
-            proposed_at=now,
-            decided_at=now,
+        again = run.next_attempt(
+            now=now,
             not_before=due,
-            actor=run.actor,
             summary=f"retry of attempt {run.attempt}, not before {due:%H:%M:%S} UTC",
         )
         session.add(again)

@@ -26,13 +26,16 @@ from typing import IO, Any
 import httpx
 import pytest
 import yaml
+from sqlalchemy import text
 
+from bot.db import Database
 from bot.sim import SimHandle
 from tests.chat.slack_rig import CHANNEL, SECRET
 from tests.runbooks.rig import ROLES
 from tests.support import fake_slack
 from tests.support.alertmanager import free_port
 from tests.support.fake_slack import FakeSlack
+from tests.support.tcpproxy import TcpProxy
 
 READY_SECONDS = 30.0
 SETTLE_SECONDS = 90.0
@@ -123,6 +126,20 @@ class Bot:
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.log().splitlines()[-lines:])
 
+    def log_mark(self) -> int:
+        """Where the output ends now: `wait_for_log(..., since=mark)` reads only what follows."""
+        return len(self.log().splitlines())
+
+    def wait_for_log(self, pattern: str, *, since: int, what: str) -> str:
+        """The first line after `since` matching the regular expression `pattern`."""
+
+        def found() -> str | None:
+            lines = self.log().splitlines()[since:]
+            return next((line for line in lines if re.search(pattern, line)), None)
+
+        line: str = settle(found, f"{what} (a line matching {pattern!r})", self)
+        return line
+
 
 def steps(client: httpx.Client, number: int) -> dict[str, str]:
     answer = client.get(f"/api/incidents/{number}/steps")
@@ -142,15 +159,41 @@ def api(bot: Bot) -> httpx.Client:
     return httpx.Client(base_url=bot.url, timeout=10, headers={"Authorization": f"Bearer {TOKEN}"})
 
 
-def settle(check: Callable[[], Any], what: str, bot: Bot, timeout: float = SETTLE_SECONDS) -> Any:
+def settle(
+    check: Callable[[], Any],
+    what: str,
+    bot: Bot,
+    timeout: float = SETTLE_SECONDS,
+    *,
+    detail: Callable[[], Any] | None = None,
+) -> Any:
+    """Poll `check` until it returns something true, and return that; past `timeout`, fail
+    naming `what`, with `detail()` (the state that was waited on) and the bot's output."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"gave up after {timeout:.0f} s waiting for {what}\n{bot.log_tail()}")
+            seen = f"\nstate: {detail()}" if detail is not None else ""
+            pytest.fail(f"gave up after {timeout:.0f} s waiting for {what}{seen}\n{bot.log_tail()}")
         time.sleep(0.25)
+
+
+def quiet(db: Database) -> dict[str, int]:
+    """What could still post to Slack or act on the cluster: pending outbox rows, leased
+    channels, log entries chat has not taken, steps that may run. A duplicate card, page
+    or action would come from one of these: once there is none, the counts are final."""
+    query = """SELECT 'outbox ' || state, count(*) FROM chat_outbox WHERE state = 'pending'
+        GROUP BY state
+        UNION ALL SELECT 'channel leased', count(*) FROM chat_channels
+            WHERE lease_owner IS NOT NULL HAVING count(*) > 0
+        UNION ALL SELECT 'incident log not taken by chat', count(*) FROM incidents
+            WHERE log_seq > announced_seq HAVING count(*) > 0
+        UNION ALL SELECT 'step ' || state, count(*) FROM step_runs
+            WHERE state IN ('proposed', 'approved', 'running') GROUP BY state"""
+    with db.session() as session:
+        return {what: int(n) for what, n in session.execute(text(query))}
 
 
 def numbers(client: httpx.Client) -> list[int]:
@@ -203,6 +246,14 @@ def bot_settings(
     }
     settings.update(extra)
     return settings
+
+
+def through(proxy: TcpProxy, kubeconfig: Path) -> None:
+    """Point the kubeconfig's cluster at the proxy instead of the simulator."""
+    config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = f"http://127.0.0.1:{proxy.port}"
+    kubeconfig.write_text(yaml.safe_dump(config), encoding="utf-8")
 
 
 def row(fault: str, expected: str, **figures: Any) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from sqlalchemy import text
 
 from bot.db import Database
@@ -32,9 +31,11 @@ from tests.chaos.bots import (
     cards,
     incident,
     numbers,
+    quiet,
     row,
     settle,
     steps,
+    through,
 )
 from tests.chat.slack_rig import CHANNEL
 from tests.support.fake_slack import FakeSlack
@@ -88,14 +89,6 @@ def kube_proxy(sim: SimHandle) -> Iterator[TcpProxy]:
     proxy = TcpProxy(("127.0.0.1", port))
     yield proxy
     proxy.close()
-
-
-def through(proxy: TcpProxy, kubeconfig: Path) -> None:
-    """Point the kubeconfig's cluster at the proxy instead of the simulator."""
-    config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
-    for cluster in config["clusters"]:
-        cluster["cluster"]["server"] = f"http://127.0.0.1:{proxy.port}"
-    kubeconfig.write_text(yaml.safe_dump(config), encoding="utf-8")
 
 
 def runs(db: Database) -> dict[tuple[int, str], list[tuple[int, str, str]]]:
@@ -194,8 +187,8 @@ def test_kubernetes_bmc_and_slack_faults_are_reported_retried_within_bounds_and_
         )
         opened = numbers(client)
         settle(lambda: set(card_counts(slack)) >= set(opened), "a card per incident", bot)
+        settle(lambda: not quiet(db), "chat and steps to be done", bot, detail=lambda: quiet(db))
         log = {n: incident(client, n)["log"] for n in (hung, failing)}
-        time.sleep(1.0)
 
     every = runs(db)
     patches = Counter(r.status for r in sim.cluster.requests_made(method="PATCH", path=path))

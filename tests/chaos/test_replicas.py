@@ -32,6 +32,7 @@ from tests.chaos.bots import (
     bot_settings,
     card_counts,
     numbers,
+    quiet,
     row,
     settle,
     steps,
@@ -193,7 +194,9 @@ def test_three_replicas_behind_round_robin_give_one_card_one_drain_one_page_per_
             answered = follow(client, number, first)
             settle(lambda: pages(db).get(1), "the second escalation level to page", first)
             settle(lambda: card_counts(slack).get(number), "the card", first)
-            time.sleep(2.0)  # a duplicate page, card or action, if any, would land now
+            settle(
+                lambda: not quiet(db), "chat and steps to be done", first, detail=lambda: quiet(db)
+            )
             opened = numbers(client)
             final = steps(client, number)
     finally:

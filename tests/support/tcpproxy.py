@@ -1,5 +1,6 @@
-"""A loopback TCP proxy that a test can cut, hold and restore, to make a real server vanish
-or go silent; `RoundRobin` spreads connections over several servers, as a Service does."""
+"""A loopback TCP proxy that a test can cut, hold, pause and restore, to make a real server
+vanish, go silent or answer late; `RoundRobin` spreads connections over several servers, as
+a Service does."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from collections import Counter
 
 class TcpProxy:
     """Forward 127.0.0.1:`port` to `target`; `cut()` drops every connection and refuses new;
-    `hold()` keeps connections open but forwards nothing (a server that stopped answering)."""
+    `hold()` keeps connections open but forwards nothing (a server that stopped answering);
+    `pause_answers()` lets requests through and keeps the answers until `release()`."""
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
@@ -21,6 +23,8 @@ class TcpProxy:
         self._open = threading.Event()
         self._open.set()
         self._holding = threading.Event()
+        self._answering = threading.Event()
+        self._answering.set()
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
         self._stop = False
@@ -57,12 +61,14 @@ class TcpProxy:
             with self._lock:
                 self._conns += [client, upstream]
                 self.accepted[target] += 1
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, answers in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pipe, args=(a, b, answers), daemon=True).start()
 
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
         try:
             while data := src.recv(65536):
+                if answers:
+                    self._answering.wait()
                 if not self._holding.is_set():
                     dst.sendall(data)
         except OSError:
@@ -85,12 +91,23 @@ class TcpProxy:
         """Swallow every byte from now on, both ways: callers wait until they time out."""
         self._holding.set()
 
+    def pause_answers(self) -> None:
+        """Forward requests but keep what the server answers until `release()` (or
+        `restore()`): the server has acted, its client does not know yet."""
+        self._answering.clear()
+
+    def release(self) -> None:
+        """Forward the answers kept since `pause_answers()`, and answers from now on."""
+        self._answering.set()
+
     def restore(self) -> None:
         self._holding.clear()
+        self._answering.set()
         self._open.set()
 
     def close(self) -> None:
         self._stop = True
+        self._answering.set()
         self.cut()
         self._listener.close()
 

@@ -15,7 +15,12 @@ Failures: a 429 holds the whole channel for its Retry-After (the row keeps its p
 up to MAX_ATTEMPTS); a refusal (bad token, bot not in the channel) fails the row at once and the
 bot's log says what to fix. A card whose post reached Slack but whose ts was never
 recorded (the process died in between) is found again by its message metadata before it
-is posted a second time: one card per incident.
+is posted a second time: one card per incident. An answer that comes back while the
+database is away is kept and recorded first thing once it is back: until then the channel
+stays leased to this sender, so were it dropped the channel would wait out the whole lease
+after the outage, and the row would be sent again (a thread post or a page twice). The
+lease lasts one delivery (its Slack calls' timeouts and a little): a sender killed in the
+middle of one holds its channel that long, not more.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Literal
 
 from sqlalchemy import exists, func, select
@@ -39,12 +46,16 @@ from bot.chat.slack.client import SlackApi
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
-from bot.errors import BotError, ChatRefused, ChatUnavailable
+from bot.errors import BotError, ChatRefused, ChatUnavailable, StorageUnavailable
 
 logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 10
-LEASE = timedelta(seconds=60)
+LEASE_CALLS = 3
+"""Slack calls one delivery makes at most (a page: its post, opening the DM, the DM; a
+file: three calls of files.uploadV2): the channel's lease covers that many timeouts."""
+LEASE_SPARE = timedelta(seconds=5)
+"""Beyond the calls' timeouts, for the claim and the record around them."""
 BACKOFF_MAX = 300.0
 
 
@@ -82,6 +93,12 @@ class SlackSender:
         self.api = api
         self.channel = settings.slack_channel or ""
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.lease = LEASE_CALLS * settings.slack_timeout + LEASE_SPARE
+        """How long a claimed channel is this sender's: one delivery, no more, so that a
+        channel whose sender was killed mid-delivery waits that long after the restart."""
+        self._unrecorded: Callable[[], None] | None = None
+        """Recording what Slack answered to the last delivery, while the database could
+        not take it: done before anything else."""
 
     def run_forever(self, stop: threading.Event, wake: threading.Event) -> None:
         logger.info("Slack sender %s started (channel %s)", self.owner, self.channel)
@@ -99,7 +116,13 @@ class SlackSender:
                 wake.clear()
 
     def run_once(self) -> bool:
-        """Project, then send one message if a channel is due. True if it did either."""
+        """Record an answer the database could not take before; else project, then send
+        one message if a channel is due. True if it did any of these."""
+        if self._unrecorded is not None:
+            self._unrecorded()  # StorageUnavailable while the database is still away
+            self._unrecorded = None
+            logger.info("Slack sender: the answer kept during the outage is recorded")
+            return True
         with self.db.transaction() as session:
             projected = outbox.project(session, self.channel, self.clock.now())
         return self.send_one() or projected > 0
@@ -108,14 +131,28 @@ class SlackSender:
         delivery = self._claim()
         if delivery is None or delivery is False:
             return delivery is False  # False: a row was settled without a call
+        record: Callable[[], None]
         try:
             ts = self._deliver(delivery)
         except ChatUnavailable as exc:
-            self._failed(delivery, exc, final=False)
+            record = partial(self._failed, delivery, exc, final=False)
         except ChatRefused as exc:
-            self._failed(delivery, exc, final=True)
+            record = partial(self._failed, delivery, exc, final=True)
         else:
-            self._sent(delivery, ts)
+            record = partial(self._sent, delivery, ts)
+        try:
+            record()
+        except StorageUnavailable as exc:
+            self._unrecorded = record
+            what = f"INC-{delivery.incident}" if delivery.incident else delivery.channel
+            logger.warning(
+                "Slack sender: Slack answered the %s for %s but %s; the answer is kept and "
+                "recorded once the database is back (channel %s waits for it)",
+                delivery.kind,
+                what,
+                exc,
+                delivery.channel,
+            )
         return True
 
     def _idle(self) -> float:
@@ -176,7 +213,7 @@ class SlackSender:
             delivery.attempts = row.attempts
             self._spend(channel, now)
             channel.lease_owner = self.owner
-            channel.lease_until = now + LEASE
+            channel.lease_until = now + self.lease
             return delivery
 
     def _spend(self, channel: ChatChannel, now: datetime) -> None:
@@ -367,9 +404,10 @@ class SlackSender:
 
     def _release(self, session: Session, channel: str, *, hold: timedelta | None = None) -> None:
         """Give the channel back; `hold` (a 429's Retry-After): nothing before it, and the
-        bucket starts empty after it."""
+        bucket starts empty after it. A lease that ran out (the database was away longer)
+        and was taken by another sender is that sender's to give back, not this one's."""
         row = session.get(ChatChannel, channel, with_for_update=True)
-        if row is None:
+        if row is None or row.lease_owner not in (None, self.owner):
             return
         row.lease_owner = row.lease_until = None
         if hold is not None:

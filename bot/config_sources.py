@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -68,13 +68,17 @@ def _masked_url(url: str, *, path: bool) -> str:
         password = parts.password
     except ValueError:
         return MASK
+    hide_path = path and parts.path not in ("", "/")
+    if password is None and not parts.query and not parts.fragment and not hide_path:
+        return url  # nothing to hide: as written
     netloc = parts.netloc
     if password is not None:
         user = netloc.rsplit("@", 1)[0].split(":", 1)[0]
         netloc = f"{user}:{MASK}@{netloc.rsplit('@', 1)[1]}"
-    shown_path = f"/{MASK}" if path and parts.path not in ("", "/") else parts.path
-    query = MASK if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, shown_path, query, ""))
+    shown_path = f"/{MASK}" if hide_path else parts.path
+    query = f"?{MASK}" if parts.query else ""
+    # By hand: urlunsplit drops the // of a URL with no host (sqlite:///PATH).
+    return f"{parts.scheme}://{netloc}{shown_path}{query}"
 
 
 @dataclass(frozen=True)

@@ -265,6 +265,15 @@ def test_config_prints_each_value_and_where_it_came_from_with_every_secret_maske
     assert _leaks(out) == []
 
 
+def test_config_shows_a_url_with_nothing_secret_exactly_as_it_is_set(run: Run) -> None:
+    # The embedded default: a URL with no host (sqlite:///PATH) keeps its three slashes.
+    code, out, err = run("config")
+
+    assert (code, err) == (0, "")
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:]}
+    assert rows["database_url"] == ["sqlite:///./runbook-bot.db", "default"]
+
+
 def test_config_json_has_the_same_rows_and_masks_the_same_secrets(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,15 +16,18 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from pydantic import SecretStr
 from sqlalchemy import select
 
 from bot.actions import registry
+from bot.actions.bmc.ipmi import IpmiBmc
+from bot.actions.bmc.protocol import BmcTarget, Credentials, PowerState
 from bot.cli import main
 from bot.db import Database
 from bot.incidents.models import LogEntry
 from bot.sim import SimHandle
 from tests.bmc.conftest import CANARY, Tls, cordon
-from tests.support import ipmi_sim
+from tests.support import ipmi_sim, udp_relay
 from tests.support.payloads import fixture
 
 NODE = "gpu-node-02"
@@ -173,3 +178,46 @@ def test_ipmi_actions_never_reveal_the_password(
         (tmp_path / "password").write_text(WRONG)
 
     _run_and_search(incident, db, capsys, caplog, wrong)
+
+
+def _ipmitool_children() -> list[int]:
+    """Pids of the ipmitool processes this test process started."""
+    mine = str(os.getpid())
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name, _, rest = stat.partition(") ")
+        if name.endswith("(ipmitool") and rest.split()[1] == mine:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_running_ipmitool_holds_the_password_in_neither_argv_nor_environment(
+    ipmi_bmc: ipmi_sim.SimBmc,
+) -> None:
+    """Against a BMC that answers slowly (a relay holding each datagram), the call works,
+    and the ipmitool process, looked at while it runs, shows no password to `ps e`."""
+    with udp_relay.delaying((ipmi_bmc.address, ipmi_bmc.port), delay=0.3) as port:
+        target = BmcTarget(
+            node=NODE, protocol="ipmi", address="127.0.0.1", port=port, cipher_suite=3
+        )
+        bmc = IpmiBmc(target, Credentials(ipmi_bmc.username, SecretStr(CANARY)), timeout=10)
+        states: list[PowerState] = []
+        caller = threading.Thread(target=lambda: states.append(bmc.power_state()))
+        caller.start()
+        try:
+            [pid] = ipmi_sim.wait_until(_ipmitool_children, "ipmitool to start")
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            still_running = pid in _ipmitool_children()
+        finally:
+            caller.join(timeout=20)
+
+    assert still_running, "ipmitool ended before its environment was read"
+    assert CANARY.encode() not in argv, "the BMC password is on ipmitool's command line"
+    assert CANARY.encode() not in environ, "the BMC password is in ipmitool's environment"
+    assert b"IPMI_PASSWORD" not in environ and b"\0-E\0" not in argv
+    assert states == [PowerState.ON]

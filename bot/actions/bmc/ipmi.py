@@ -1,8 +1,10 @@
 """The IPMI backend: every call is one run of `ipmitool -I lanplus` against the node's BMC.
 
-The password reaches ipmitool only through its environment (`-E` reads IPMI_PASSWORD), so
-it never shows in `ps`; the child gets a minimal environment and no stdin, and is killed
-when the call's timeout runs out. ipmitool tries each request twice (`-R 1`); retrying
+The password reaches ipmitool only through an inherited pipe (`-f /dev/fd/N`): written
+into the pipe and its write end closed before ipmitool starts, so it is in neither the
+command line (`ps`) nor the environment (`ps e`, /proc/PID/environ) of the child, and no
+file holds it. The child gets a minimal environment and no stdin, and is killed when the
+call's timeout runs out. ipmitool tries each request twice (`-R 1`); retrying
 whole calls is the action layer's decision. Dates are printed in UTC (`-Z`) and under
 LANG=C, so the SEL parser sees one format.
 
@@ -130,21 +132,18 @@ class IpmiBmc:
             )
         argv = [path, *(["-v"] if verbose else []), "-I", "lanplus"]
         argv += ["-H", self.target.address, "-p", str(self.target.port or DEFAULT_PORT)]
-        argv += ["-U", self._credentials.username, "-E", "-N", str(per_try), "-R", "1", "-Z"]
+        argv += ["-U", self._credentials.username, "-N", str(per_try), "-R", "1", "-Z"]
         if self.target.cipher_suite is not None:
             # Skips the cipher suite negotiation, which some BMCs never answer.
             argv += ["-C", str(self.target.cipher_suite)]
-        env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "LANG": "C",
-            "IPMI_PASSWORD": self._credentials.password.get_secret_value(),
-        }
+        env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C"}
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise self._error(Failure.NO_ANSWER, command, "no time left")
+        read_end = self._password_pipe()
         try:
             return subprocess.run(
-                [*argv, *command],
+                [*argv, "-f", f"/dev/fd/{read_end}", *command],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
@@ -152,6 +151,7 @@ class IpmiBmc:
                 errors="replace",
                 timeout=remaining,
                 check=False,
+                pass_fds=(read_end,),
             )
         except subprocess.TimeoutExpired as exc:
             raise self._error(Failure.NO_ANSWER, command, "ipmitool killed at the timeout") from exc
@@ -159,6 +159,23 @@ class IpmiBmc:
             raise PermanentActionError(
                 f"cannot run {path} for {self.target.where()}: {exc.strerror}"
             ) from exc
+        finally:
+            os.close(read_end)
+
+    def _password_pipe(self) -> int:
+        """The read end of a pipe holding the password and a newline, write end closed.
+
+        A password (at most 20 bytes in IPMI v2) is far below the pipe's buffer, so the
+        write never blocks; ipmitool reads it as its password file."""
+        read_end, write_end = os.pipe()
+        try:
+            os.write(write_end, self._credentials.password.get_secret_value().encode() + b"\n")
+        except OSError:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        return read_end
 
     def _error(self, kind: Failure, command: tuple[str, ...], reason: str) -> ActionError:
         error_type, message = self._explain(kind, command, reason)

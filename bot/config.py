@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    IPvAnyNetwork,
     SecretStr,
     ValidationError,
     field_validator,
@@ -65,6 +66,9 @@ class BmcCredentialsProfile(_Strict):
     username: str = Field(min_length=1, max_length=64)
     password_file: Path | None = None
     password_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    allow_annotations: bool = False
+    """Whether a node's `runbook-bot/bmc-*` annotations may send this login to the address
+    they name (inside `bmc.allowed_networks`); off: only `bmc.nodes` entries use it."""
 
     @model_validator(mode="after")
     def _one_source(self) -> BmcCredentialsProfile:
@@ -94,14 +98,26 @@ class BmcSettings(_Strict):
 
     credentials: dict[str, BmcCredentialsProfile] = {}
     nodes: dict[str, BmcNode] = {}
-    annotations: bool = True
-    """Nodes not listed here may name their BMC in `runbook-bot/bmc-*` annotations."""
+    annotations: bool = False
+    """Nodes not listed here may name their BMC in `runbook-bot/bmc-*` annotations. Off by
+    default: a kubelet may annotate its own Node, so an annotation is an untrusted address."""
+    allowed_networks: list[IPvAnyNetwork] = []
+    """Where an annotated BMC address may be (CIDRs); an IP literal is required there."""
     timeout: Duration = timedelta(seconds=10)
     """One call to a BMC (an ipmitool run, an HTTP request)."""
     power_timeout: Duration = timedelta(minutes=5)
     """How long a power action waits for the BMC to report the new state."""
     attempts: int = Field(3, ge=1, le=10)
     """Tries of one read or one idempotent request when the BMC does not answer."""
+
+    @model_validator(mode="after")
+    def _annotations_fenced(self) -> BmcSettings:
+        if self.annotations and not self.allowed_networks:
+            raise ValueError(
+                "annotations: true needs allowed_networks: list the networks your BMCs are "
+                "in (CIDRs, e.g. [10.0.8.0/24]); an annotated address outside them is refused"
+            )
+        return self
 
     @model_validator(mode="after")
     def _profiles_exist(self) -> BmcSettings:
@@ -290,11 +306,14 @@ class Settings(BaseSettings):
     bmc: BmcSettings = Field(
         default_factory=BmcSettings,
         description="BMC inventory and limits: `credentials` (profiles: `username` and "
-        "`password_file` or `password_env`), `nodes` (node: `protocol` ipmi|redfish, "
+        "`password_file` or `password_env`, `allow_annotations` (false: annotated nodes may "
+        "not use this login)), `nodes` (node: `protocol` ipmi|redfish, "
         "`address`, `port`, `credentials`, `system`, `scheme`, `cipher_suite`, `verify_tls`, "
         "`ca_file`), "
-        "`annotations` (true: unlisted nodes may name their BMC in `runbook-bot/bmc-*` "
-        "annotations), "
+        "`annotations` (false; true: unlisted nodes may name their BMC in "
+        "`runbook-bot/bmc-*` annotations, only at an IP address inside `allowed_networks` "
+        "and only with a profile that has `allow_annotations: true`), "
+        "`allowed_networks` (CIDRs an annotated BMC address must be in; hostnames refused), "
         "`timeout` (10s per call), `power_timeout` (5m to see the new power state), "
         "`attempts` (3). See docs/bmc.md.",
     )

@@ -175,7 +175,7 @@ def test_an_unknown_key_with_no_near_match_lists_what_its_section_takes(tmp_path
     assert str(caught.value).splitlines() == [
         "invalid settings:",
         f"  unknown setting 'bmc.zzz' in {config}:2: bmc takes credentials, nodes, "
-        "annotations, timeout, power_timeout, attempts",
+        "annotations, allowed_networks, timeout, power_timeout, attempts",
         f"  unknown setting 'qqqq' in {config}:3: `runbook-bot config --reference` lists "
         "every setting",
     ]

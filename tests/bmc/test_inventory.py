@@ -139,9 +139,18 @@ def test_bad_inventories_stop_at_start(bmc: dict[str, Any], fragment: str) -> No
         load_settings(bmc=bmc)
 
 
+ANNOTATED: dict[str, Any] = {
+    "credentials": {
+        "default": {"username": "root", "password_env": "X", "allow_annotations": True}
+    },
+    "annotations": True,
+    "allowed_networks": ["10.0.8.0/24"],
+}
+
+
 def test_an_unlisted_node_may_name_its_bmc_in_annotations(sim: SimHandle) -> None:
     _annotate(sim, "gpu-node-03", {"protocol": "redfish", "address": "10.0.8.13", "port": "8443"})
-    ctx = _ctx(sim, {"credentials": {"default": {"username": "root", "password_env": "X"}}})
+    ctx = _ctx(sim, ANNOTATED)
     target = inventory.resolve(ctx, "gpu-node-03")
     assert (target.protocol, target.address, target.port, target.source) == (
         "redfish",
@@ -153,7 +162,7 @@ def test_an_unlisted_node_may_name_its_bmc_in_annotations(sim: SimHandle) -> Non
 
 
 def test_annotations_cannot_name_an_unknown_profile_or_a_bad_value(sim: SimHandle) -> None:
-    ctx = _ctx(sim, {"credentials": {"default": {"username": "root", "password_env": "X"}}})
+    ctx = _ctx(sim, ANNOTATED)
     _annotate(sim, "gpu-node-04", {"protocol": "ipmi", "address": "10.0.8.14", "credentials": "x"})
     with pytest.raises(PermanentActionError, match="no such profile"):
         inventory.resolve(ctx, "gpu-node-04")
@@ -162,15 +171,9 @@ def test_annotations_cannot_name_an_unknown_profile_or_a_bad_value(sim: SimHandl
         inventory.resolve(ctx, "gpu-node-04")
 
 
-def test_annotations_are_ignored_when_switched_off(sim: SimHandle) -> None:
+def test_annotations_are_ignored_by_default(sim: SimHandle) -> None:
     _annotate(sim, "gpu-node-03", {"protocol": "redfish", "address": "10.0.8.13"})
-    ctx = _ctx(
-        sim,
-        {
-            "credentials": {"default": {"username": "root", "password_env": "X"}},
-            "annotations": False,
-        },
-    )
+    ctx = _ctx(sim, {"credentials": {"default": {"username": "root", "password_env": "X"}}})
     with pytest.raises(PermanentActionError, match="bmc.annotations: false"):
         inventory.resolve(ctx, "gpu-node-03")
 

@@ -1,7 +1,8 @@
 """Which BMC belongs to a node, and the credentials to log in with.
 
 A node maps to its BMC through the settings (`bmc.nodes`), or, for nodes not listed there
-and when `bmc.annotations` allows it, through annotations on the Kubernetes node:
+and when `bmc.annotations` allows it (off by default), through annotations on the
+Kubernetes node:
 
     runbook-bot/bmc-protocol: redfish        (ipmi | redfish)
     runbook-bot/bmc-address: 10.0.8.12
@@ -12,10 +13,17 @@ and when `bmc.annotations` allows it, through annotations on the Kubernetes node
 Never from alert labels: an alert can name a node, not where to send its BMC password.
 An annotation names a credentials *profile*; the password itself is only ever read from
 the file or environment variable the operator configured for that profile.
+
+A kubelet may annotate its own Node, so an annotated address is untrusted: it is used only
+when it is an IP address inside `bmc.allowed_networks` and its profile says
+`allow_annotations: true`. Hostnames are refused rather than resolved: what a name
+resolves to when checked need not be what it resolves to when ipmitool or httpx connects.
+Every refusal happens before the password is read, so nothing is ever sent there.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 
@@ -42,7 +50,8 @@ def resolve(ctx: ActionContext, node: str) -> BmcTarget:
     if not bmc.annotations:
         raise PermanentActionError(
             f"no BMC is known for {node}: add it under bmc.nodes in the settings "
-            "(node annotations are switched off by bmc.annotations: false)"
+            "(node annotations are switched off by bmc.annotations: false; to use them, set it "
+            "to true with bmc.allowed_networks, docs/bmc.md)"
         )
     found = marks.annotations_of(api.read_node(ctx, node))
     values = {k: found[ANNOTATION + k] for k in KEYS if found.get(ANNOTATION + k)}
@@ -60,12 +69,41 @@ def resolve(ctx: ActionContext, node: str) -> BmcTarget:
         raise PermanentActionError(
             f"the BMC annotations on {node} are invalid: {problems}"
         ) from exc
-    if entry.credentials not in bmc.credentials:
+    profile = bmc.credentials.get(entry.credentials)
+    if profile is None:
         raise PermanentActionError(
             f"{node} names credentials profile {entry.credentials!r} in "
             f"{ANNOTATION}credentials, but bmc.credentials has no such profile"
         )
+    _check_annotated_address(ctx, node, entry.address)
+    if not profile.allow_annotations:
+        raise PermanentActionError(
+            f"refused to send the login of credentials profile {entry.credentials!r} to "
+            f"{entry.address}, the BMC address {node} names in its annotations: the profile "
+            f"does not allow annotated nodes; set bmc.credentials.{entry.credentials}."
+            f"allow_annotations: true, or list {node} under bmc.nodes"
+        )
     return _target(node, entry, "annotations")
+
+
+def _check_annotated_address(ctx: ActionContext, node: str, address: str) -> None:
+    networks = ctx.settings.bmc.allowed_networks
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        raise PermanentActionError(
+            f"refused the BMC address {address!r} that {node} names in {ANNOTATION}address: "
+            "an annotated BMC must be an IP address inside bmc.allowed_networks (hostnames "
+            f"are not resolved); annotate the IP, or list {node} under bmc.nodes"
+        ) from None
+    if not any(ip in network for network in networks):
+        allowed = ", ".join(str(n) for n in networks) or "none"
+        raise PermanentActionError(
+            f"refused the BMC address {ip} that {node} names in {ANNOTATION}address: it is "
+            f"outside bmc.allowed_networks ({allowed}); no credentials were sent. Fix the "
+            f"annotation, add the BMC network to bmc.allowed_networks, or list {node} under "
+            "bmc.nodes"
+        )
 
 
 def _target(node: str, entry: BmcNode, source: str) -> BmcTarget:

@@ -292,6 +292,21 @@ class Settings(BaseSettings):
         le=20,
         description="Messages per second per channel at most (Slack allows about 1).",
     )
+    slack_flood_cap: int = Field(
+        10,
+        ge=0,
+        le=1000,
+        description="Cards per alertname and severity in one `slack_flood_window`, below "
+        "critical: past it, each further incident of the flood is counted in one "
+        '"N more warning incidents" message, updated in place, instead of a card of its '
+        "own (they stay in the console and `/incident list`). Critical incidents always "
+        "get their card. 0: no cap.",
+    )
+    slack_flood_window: Duration = Field(
+        timedelta(minutes=15),
+        ge=timedelta(minutes=1),
+        description="The window `slack_flood_cap` counts cards in.",
+    )
     slack_role_groups: dict[Role, list[str]] = Field(
         {},
         description="Slack user groups whose members have a role, e.g. `{responder: "

@@ -36,6 +36,36 @@ class ChatCard(Base):
     updated_at: Mapped[datetime | None]
     thread_seq: Mapped[int] = mapped_column(Integer, default=0)
     """The last log entry posted to the card's thread."""
+    pattern: Mapped[str | None] = mapped_column(String(200))
+    """What a flood of incidents has in common (their alertname): cards are capped per
+    pattern and window (`bot.chat.floods`)."""
+    summary_id: Mapped[int | None] = mapped_column(Integer)
+    """Set when the incident got no card of its own but is counted in a flood summary."""
+
+
+class ChatSummary(Base):
+    """One "N more warning incidents" message standing for the cards of a flood: the
+    incidents past `slack_flood_cap` of one pattern and severity in one window."""
+
+    __tablename__ = "chat_summaries"
+    __table_args__ = (
+        Index("uq_chat_summaries_window", "channel", "pattern", "severity", "window", unique=True),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    channel: Mapped[str] = mapped_column(String(64))
+    pattern: Mapped[str] = mapped_column(String(200))
+    severity: Mapped[str] = mapped_column(String(16))
+    window: Mapped[int] = mapped_column(BigInteger)
+    """The window's number: seconds since the epoch // `slack_flood_window`."""
+    count: Mapped[int] = mapped_column(Integer, default=0)
+    first_incident: Mapped[int] = mapped_column(Integer)
+    last_incident: Mapped[int] = mapped_column(Integer)
+    opened_at: Mapped[datetime]
+    ts: Mapped[str | None] = mapped_column(String(32))
+    """The summary message's `ts`; None until it is posted, then it is updated in place."""
+    queued: Mapped[bool] = mapped_column(default=False)
+    """An outbox row will render it: more folded incidents need no row of their own."""
 
 
 class OutboxMessage(Base):

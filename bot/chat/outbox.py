@@ -8,32 +8,53 @@ so a burst of changes is one `chat.update`) and one thread row naming the new en
 moves `announced_seq` on, in one transaction. Incidents are taken with `FOR UPDATE SKIP
 LOCKED` on PostgreSQL, so several replicas project each entry once.
 
+Rows go out by priority, then age (`PRIORITY`): a critical incident's new card with the
+answers to clicks and the pages, then the new cards of other severities, then card
+updates, then the story in threads. A flood of one pattern below critical is capped
+(`bot.chat.floods`): past the cap an incident is counted in one summary message instead
+of getting a card and a thread.
+
 Incidents that were already over before chat was configured get no card.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Table, select, text
+from sqlalchemy import Table, case, select, text
 from sqlalchemy.orm import Session
 
-from bot.chat.models import ChatCard, ChatChannel, OutboxMessage
+from bot.chat import floods
+from bot.chat.floods import FloodCap
+from bot.chat.models import ChatCard, ChatChannel, ChatSummary, OutboxMessage
 from bot.db import insert_new
-from bot.incidents.lifecycle import Status
+from bot.incidents.lifecycle import Severity, Status
 from bot.incidents.models import Incident
 
 CARD, THREAD, MESSAGE, EPHEMERAL, PAGE = "card", "thread", "message", "ephemeral", "page"
 FILE = "file"
 """A text file shared in the incident card's thread (the postmortem draft)."""
-PRIORITY = {CARD: 1, EPHEMERAL: 0, PAGE: 0, THREAD: 2, MESSAGE: 2, FILE: 2}
-"""Within a channel, lower first: answers to a click and pages; then cards (a new card,
-`NEW_CARD`, before updates of cards already there); then the story in threads. At about a
-message a second per channel a storm backs the channel up: what is new is seen first."""
-NEW_CARD = 0
-URGENT = 0
-"""Rows of this priority may take the channel's last token (`ChatChannel`)."""
+SUMMARY = "summary"
+"""The "N more warning incidents" message of a flood (`bot.chat.floods`)."""
+CRITICAL_CARD, NEW_CARD, UPDATE, STORY = 0, 1, 2, 3
+PRIORITY = {
+    EPHEMERAL: CRITICAL_CARD,
+    PAGE: CRITICAL_CARD,
+    CARD: UPDATE,
+    SUMMARY: UPDATE,
+    THREAD: STORY,
+    MESSAGE: STORY,
+    FILE: STORY,
+}
+"""Within a channel, lower first, then oldest first: answers to a click, pages and the new
+card of a critical incident; then new cards of other severities (and a new flood
+summary); then updates of cards already there; then the story in threads. At about a
+message a second per channel a storm backs the channel up: what is new and worst is seen
+first, so a critical card never waits behind a flood of warnings."""
+URGENT = NEW_CARD
+"""Rows of this priority or lower may take the channel's last token (`ChatChannel`)."""
+NO_CAP = FloodCap(0, timedelta(minutes=15))
 BURST = 3.0
 """Messages a quiet channel may send at once (Slack tolerates short bursts)."""
 PROJECT_BATCH = 10
@@ -44,13 +65,19 @@ _CHANNELS = cast(Table, ChatChannel.__table__)
 _PENDING_CARD = text("kind = 'card' AND state = 'pending'")
 
 
-def project(session: Session, channel: str, now: datetime) -> int:
-    """Queue card and thread rows for new log entries of up to PROJECT_BATCH incidents;
-    how many incidents were taken."""
+def project(session: Session, channel: str, now: datetime, flood: FloodCap = NO_CAP) -> int:
+    """Queue card and thread rows for new log entries of up to PROJECT_BATCH incidents,
+    critical ones first (a backlog of warnings is not projected before them); how many
+    incidents were taken."""
+    worst_first = case(
+        (Incident.severity == Severity.CRITICAL.value, 0),
+        (Incident.severity == Severity.WARNING.value, 1),
+        else_=2,
+    )
     stmt = (
         select(Incident)
         .where(Incident.log_seq > Incident.announced_seq)
-        .order_by(Incident.number)
+        .order_by(worst_first, Incident.number)
         .limit(PROJECT_BATCH)
     )
     if _postgres(session):
@@ -64,10 +91,21 @@ def project(session: Session, channel: str, now: datetime) -> int:
         if card is None:
             if not Status(incident.status).active:
                 continue  # over before chat knew of it
-            card = ChatCard(incident_number=incident.number, channel=channel, thread_seq=0)
+            pattern = floods.pattern_of(incident)
+            card = ChatCard(
+                incident_number=incident.number, channel=channel, thread_seq=0, pattern=pattern
+            )
             session.add(card)
             session.flush()
-        queue_card(session, incident.number, card.channel, now, new=card.ts is None)
+            summary = floods.fold(session, card, incident, now, flood)
+            if summary is not None:
+                _queue_summary(session, summary, now)
+        if card.summary_id is not None:
+            continue  # counted in a flood summary: its story is in the console
+        critical = incident.severity == Severity.CRITICAL
+        queue_card(
+            session, incident.number, card.channel, now, new=card.ts is None, critical=critical
+        )
         enqueue(
             session,
             channel=card.channel,
@@ -79,14 +117,33 @@ def project(session: Session, channel: str, now: datetime) -> int:
     return taken
 
 
+def _queue_summary(session: Session, summary: ChatSummary, now: datetime) -> None:
+    """One pending row renders the summary as it is when sent: a flood is one post, then
+    an update now and then, never a row per incident."""
+    if summary.queued:
+        return
+    summary.queued = True
+    values = _row(summary.channel, SUMMARY, {"summary": summary.id}, None, now)
+    if summary.ts is None:
+        values["priority"] = NEW_CARD
+    session.execute(_OUTBOX.insert().values(values))
+    _channel(session, summary.channel, now)
+
+
 def queue_card(
-    session: Session, number: int, channel: str, now: datetime, *, new: bool = False
+    session: Session,
+    number: int,
+    channel: str,
+    now: datetime,
+    *,
+    new: bool = False,
+    critical: bool = False,
 ) -> None:
     """Ask for the card to be posted (`new`) or updated; nothing new if a request is
     pending."""
     values = _row(channel, CARD, {}, number, now)
     if new:
-        values["priority"] = NEW_CARD
+        values["priority"] = CRITICAL_CARD if critical else NEW_CARD
     insert_new(
         session, _OUTBOX, values, index_elements=["incident_number"], index_where=_PENDING_CARD
     )

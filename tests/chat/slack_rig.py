@@ -44,7 +44,13 @@ class Chat:
     """The bot wired to the fake Slack: a rig, the sender, the bolt app, a worker."""
 
     def __init__(
-        self, db: Database, clock: FrozenClock, tmp: Path, slack: FakeSlack, sim: SimHandle
+        self,
+        db: Database,
+        clock: FrozenClock,
+        tmp: Path,
+        slack: FakeSlack,
+        sim: SimHandle,
+        **settings: Any,
     ) -> None:
         self.slack = slack
         self.rig = Rig(
@@ -57,6 +63,7 @@ class Chat:
             slack_channel=CHANNEL,
             slack_api_url=slack.api_url,
             slack_role_groups={"responder": ["S0ONCALL"], "second_line": ["S0SRE"]},
+            **settings,
         )
         self.settings = self.rig.settings
         api = slack_chat.api(self.settings)

@@ -417,3 +417,25 @@ def ephemeral(text: str) -> tuple[str, list[Block]]:
     """A refusal or notice only the clicker sees (`you need the responder role ...`)."""
     plain = clip(safe(text, SECTION_TEXT), SECTION_TEXT, markup=True)
     return plain, [section(clip(with_mentions(text), SECTION_TEXT, markup=True))]
+
+
+def flood_summary(
+    count: int,
+    severity: str,
+    pattern: str,
+    first: int,
+    last: int,
+    since: datetime,
+    console: str | None = None,
+) -> tuple[str, list[Block]]:
+    """The one message standing for the cards of a flood (`bot.chat.floods`)."""
+    noun = "incident" if count == 1 else "incidents"
+    span = f"INC-{first}" if first == last else f"INC-{first} … INC-{last}"
+    where = f"<{console}|the console>" if console and SAFE_URL.fullmatch(console) else "the console"
+    body = (
+        f"🌊 *{count} more {safe(severity, 16)} {noun}* of `{safe(pattern, 200)}` since "
+        f"{since:%H:%M} UTC ({span}): no card each, to keep the channel readable; "
+        f"see {where} or `/incident list`."
+    )
+    plain = f"{count} more {severity} {noun} of {pattern} ({span})"
+    return clip(safe(plain, SECTION_TEXT), SECTION_TEXT, markup=True), [section(body)]

@@ -16,6 +16,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
+from bot import retrying
 from bot.errors import ChatRefused, ChatUnavailable
 
 logger = logging.getLogger(__name__)
@@ -157,9 +158,8 @@ def _api_error(method: str, exc: SlackApiError) -> ChatRefused | ChatUnavailable
     status = response.status_code
     error = str(response.get("error", "")) if isinstance(response.data, dict) else ""
     if status == 429:
-        retry_after = _seconds(
-            response.headers.get("Retry-After") or response.headers.get("retry-after")
-        )
+        header = response.headers.get("Retry-After") or response.headers.get("retry-after")
+        retry_after = retrying.retry_after(_one(header), default=1.0, least=1.0)
         return ChatUnavailable(
             f"Slack {method} is rate limited; retrying after {retry_after:g} s",
             delay=retry_after,
@@ -171,8 +171,8 @@ def _api_error(method: str, exc: SlackApiError) -> ChatRefused | ChatUnavailable
     return ChatRefused(f"Slack refused {method}: {error or status}; {fix}")
 
 
-def _seconds(value: object) -> float:
-    try:
-        return max(1.0, float(str(value)))
-    except ValueError:
-        return 1.0
+def _one(header: object) -> str | None:
+    """slack_sdk gives headers as lists of values (urllib), or as strings."""
+    if isinstance(header, list | tuple):
+        header = header[0] if header else None
+    return None if header is None else str(header)

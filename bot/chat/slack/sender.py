@@ -2,8 +2,9 @@
 
 A round: project new log entries into rows (`outbox.project`), then claim a channel that
 may send (no other sender's lease on it, a token in its bucket: `ChatChannel`) and its
-first pending row (new cards and answers first, then card updates, then thread posts,
-oldest first), count the attempt and commit; the last token of a channel is kept for
+first pending row (by severity, then age: answers, pages and critical incidents' new cards
+first, then other new cards, then card updates, then thread posts: `outbox.PRIORITY`),
+count the attempt and commit; the last token of a channel is kept for
 what is new, so a new incident's card does not wait behind the story of older ones.
 Then call Slack outside any transaction, and record the answer in a second transaction.
 What is sent is rendered at claim time from the database, so a card row always shows the
@@ -40,7 +41,8 @@ from sqlalchemy import exists, func, select
 from sqlalchemy.orm import Session
 
 from bot.chat import cards, outbox
-from bot.chat.models import ChatCard, ChatChannel, OutboxMessage
+from bot.chat.floods import FloodCap
+from bot.chat.models import ChatCard, ChatChannel, ChatSummary, OutboxMessage
 from bot.chat.slack import blocks, people
 from bot.chat.slack.client import SlackApi
 from bot.clock import Clock
@@ -81,6 +83,8 @@ class Delivery:
     last_seq: int = 0
     since: datetime | None = None
     """Card rows: when the card was first asked for (to find a post we lost)."""
+    summary: int | None = None
+    """Summary rows: the flood summary's id."""
 
 
 class SlackSender:
@@ -96,6 +100,7 @@ class SlackSender:
         self.lease = LEASE_CALLS * settings.slack_timeout + LEASE_SPARE
         """How long a claimed channel is this sender's: one delivery, no more, so that a
         channel whose sender was killed mid-delivery waits that long after the restart."""
+        self.flood = FloodCap(settings.slack_flood_cap, settings.slack_flood_window)
         self._unrecorded: Callable[[], None] | None = None
         """Recording what Slack answered to the last delivery, while the database could
         not take it: done before anything else."""
@@ -124,7 +129,7 @@ class SlackSender:
             logger.info("Slack sender: the answer kept during the outage is recorded")
             return True
         with self.db.transaction() as session:
-            projected = outbox.project(session, self.channel, self.clock.now())
+            projected = outbox.project(session, self.channel, self.clock.now(), self.flood)
         return self.send_one() or projected > 0
 
     def send_one(self) -> bool:
@@ -239,12 +244,14 @@ class SlackSender:
             return d
         if row.kind == outbox.THREAD:
             return self._thread(session, row, d, now)
+        if row.kind == outbox.SUMMARY:
+            return self._summary(session, row, d)
         if row.kind == outbox.PAGE:
             return self._page(session, row, d, now)
         payload = row.payload
         if row.kind == outbox.FILE:
             card = session.get(ChatCard, row.incident_number) if row.incident_number else None
-            if card is not None and card.ts is None:
+            if card is not None and card.ts is None and card.summary_id is None:
                 row.not_before = now + timedelta(seconds=1)  # the card goes first
                 return None
             d.text, d.ts = str(payload.get("content", "")), card.ts if card else None
@@ -313,13 +320,30 @@ class SlackSender:
         for a person, a direct message too."""
         assert row.incident_number is not None
         card = session.get(ChatCard, row.incident_number)
-        if card is not None and card.ts is None:
+        if card is not None and card.ts is None and card.summary_id is None:
             row.not_before = now + timedelta(seconds=1)  # the card goes first
             return None
         who = str(row.payload.get("who", ""))
         d.text, d.blocks = blocks.page(who, str(row.payload.get("text", "")))
         d.ts = card.ts if card is not None else None
         d.user = who.removeprefix(people.PREFIX) if who.startswith(people.PREFIX + "U") else None
+        return d
+
+    def _summary(self, session: Session, row: OutboxMessage, d: Delivery) -> Delivery | None:
+        """A flood's summary as it is now; incidents folded in after this claim queue the
+        next update."""
+        summary = session.get(ChatSummary, int(row.payload["summary"]), with_for_update=True)
+        if summary is None:
+            row.state, row.error = "failed", "the flood summary is gone"
+            return None
+        summary.queued = False
+        console = self.settings.console
+        d.text, d.blocks = blocks.flood_summary(
+            summary.count, summary.severity, summary.pattern, summary.first_incident,
+            summary.last_incident, summary.opened_at,
+            console.public_url if console.enabled else None,
+        )  # fmt: skip
+        d.ts, d.summary = summary.ts, summary.id
         return d
 
     # --- deliver and record ------------------------------------------------------------
@@ -331,6 +355,11 @@ class SlackSender:
                 d.ts = self.api.find_card(d.channel, d.incident, d.since.timestamp() - 60)
             if d.ts is None:
                 return self.api.post(d.channel, d.text, d.blocks, incident=d.incident)
+            self.api.update(d.channel, d.ts, d.text, d.blocks)
+            return d.ts
+        if d.kind == outbox.SUMMARY:
+            if d.ts is None:
+                return self.api.post(d.channel, d.text, d.blocks)
             self.api.update(d.channel, d.ts, d.text, d.blocks)
             return d.ts
         if d.kind == outbox.PAGE:
@@ -362,6 +391,10 @@ class SlackSender:
                     if card.ts is None:
                         card.ts, card.posted_at = ts, now
                     card.updated_at = now
+            if d.kind == outbox.SUMMARY and d.summary is not None:
+                summary = session.get(ChatSummary, d.summary)
+                if summary is not None and summary.ts is None:
+                    summary.ts = ts
             if d.kind == outbox.THREAD and d.incident is not None:
                 card = session.get(ChatCard, d.incident)
                 if card is not None:

@@ -21,6 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from bot import retrying
 from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import PermanentActionError, TemporaryActionError
@@ -79,29 +80,30 @@ def call(
     Statuses in `passthrough` are re-raised as `ApiException` for the caller to interpret.
     """
     keep = set(passthrough)
-    delay = 0.5
-    for attempt in range(1, attempts + 1):
-        try:
-            return fn(*args, _request_timeout=timeout, **kwargs)
-        except ApiException as exc:
-            if exc.status in keep:
-                raise
-            if exc.status in RETRY_STATUSES and attempt < attempts:
-                clock.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            raise _translate(what, exc) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            if attempt < attempts:
-                clock.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            raise TemporaryActionError(
-                f"cannot {what}: the Kubernetes API is unreachable ({type(exc).__name__}: "
-                f"{exc}); check the cluster address and network",
-                delay=30,
-            ) from exc
-    raise AssertionError("unreachable")
+
+    def transient(exc: BaseException) -> bool:
+        if isinstance(exc, ApiException):
+            return exc.status not in keep and exc.status in RETRY_STATUSES
+        return isinstance(exc, (urllib3.exceptions.HTTPError, OSError))
+
+    try:
+        return retrying.call(
+            lambda: fn(*args, _request_timeout=timeout, **kwargs),
+            attempts=attempts,
+            retry_if=transient,
+            wait=retrying.backoff(0.5, 5.0),
+            sleep=clock.sleep,
+        )
+    except ApiException as exc:
+        if exc.status in keep:
+            raise
+        raise _translate(what, exc) from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise TemporaryActionError(
+            f"cannot {what}: the Kubernetes API is unreachable ({type(exc).__name__}: "
+            f"{exc}); check the cluster address and network",
+            delay=30,
+        ) from exc
 
 
 def _translate(what: str, exc: ApiException) -> Exception:

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from bot import retrying
 from bot.errors import PageRefused, PageUnavailable
 from bot.escalation.paging import Delivery, Page, Retry, Sleep, deliver
 
@@ -162,8 +163,5 @@ def excerpt(response: httpx.Response) -> str:
 
 
 def retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After", "").strip()
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        return None
+    """The target's Retry-After (seconds or an HTTP-date), None when it gave none."""
+    return retrying.retry_after(response.headers.get("Retry-After"))

@@ -4,7 +4,7 @@ A `Page` is built by the escalation engine (later) from an incident; each target
 into its service's wire format. `Target.send` never raises for a failed delivery: it
 returns a `Delivery` whose `error` is the `PageError` (its class carries the retry
 decision), because the engine pages several targets per level and one dead robot must not
-stop the others. `deliver` is the bounded retry loop: only `PageUnavailable` is retried,
+stop the others. `deliver` is the bounded retry (`bot.retrying`): only `PageUnavailable` is retried,
 waiting the target's Retry-After when it gave one, else an exponential backoff.
 """
 
@@ -14,8 +14,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
+from bot import retrying
 from bot.errors import PageError, PageUnavailable
 
 logger = logging.getLogger(__name__)
@@ -110,24 +111,32 @@ def deliver(
 ) -> Delivery:
     """Call `once` (one attempt; returns a detail or raises PageError) until it succeeds,
     is refused, or the attempts run out."""
-    for attempt in range(1, retry.attempts + 1):
-        try:
-            detail = once(page)
-        except PageUnavailable as exc:
-            if attempt == retry.attempts:
-                return _failed(name, page, exc, attempt)
-            wait = retry.delay(exc, attempt - 1)
-            logger.info(
-                "%s: %s for %s failed (attempt %d of %d), retrying in %.2g s: %s",
-                name, page.event, page.ref, attempt, retry.attempts, wait, exc,
-            )  # fmt: skip
-            sleep(wait)
-        except PageError as exc:
-            return _failed(name, page, exc, attempt)
-        else:
-            logger.info("%s: %s for %s delivered: %s", name, page.event, page.ref, detail)
-            return Delivery(name, True, detail, attempt)
-    raise AssertionError("unreachable: retry.attempts >= 1")
+    tried = 0
+
+    def attempt() -> str:
+        nonlocal tried
+        tried += 1
+        return once(page)
+
+    def noting(exc: BaseException, attempt: int, wait: float) -> None:
+        logger.info(
+            "%s: %s for %s failed (attempt %d of %d), retrying in %.2g s: %s",
+            name, page.event, page.ref, attempt, retry.attempts, wait, exc,
+        )  # fmt: skip
+
+    try:
+        detail = retrying.call(
+            attempt,
+            attempts=retry.attempts,
+            retry_if=lambda exc: isinstance(exc, PageUnavailable),
+            wait=lambda exc, n: retry.delay(cast(PageUnavailable, exc), n - 1),
+            sleep=sleep,
+            before_sleep=noting,
+        )
+    except PageError as exc:
+        return _failed(name, page, exc, tried)
+    logger.info("%s: %s for %s delivered: %s", name, page.event, page.ref, detail)
+    return Delivery(name, True, detail, tried)
 
 
 def _failed(name: str, page: Page, exc: PageError, attempts: int) -> Delivery:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from bot import retrying
 from bot.actions.bmc import inventory
 from bot.actions.bmc.protocol import Bmc
 from bot.actions.context import ActionContext
@@ -33,17 +34,15 @@ def session(ctx: ActionContext, node: str) -> Iterator[Bmc]:
 def retried(ctx: ActionContext, fn: Callable[[], T], *, attempts: int | None = None) -> T:
     """`fn()`, tried up to `attempts` (default `bmc.attempts`) times while the BMC is silent."""
     tries = attempts or ctx.settings.bmc.attempts
-    pause = PAUSE_FIRST
-    for attempt in range(1, tries + 1):
-        try:
-            return fn()
-        except TemporaryActionError as exc:
-            if attempt == tries:
-                if tries > 1:
-                    raise TemporaryActionError(
-                        f"{exc} (tried {tries} times)", delay=exc.delay
-                    ) from exc
-                raise
-            time.sleep(pause)
-            pause = min(pause * 2, PAUSE_MAX)
-    raise AssertionError("unreachable")
+    try:
+        return retrying.call(
+            fn,
+            attempts=tries,
+            retry_if=lambda exc: isinstance(exc, TemporaryActionError),
+            wait=retrying.backoff(PAUSE_FIRST, PAUSE_MAX),
+            sleep=time.sleep,
+        )
+    except TemporaryActionError as exc:
+        if tries > 1:
+            raise TemporaryActionError(f"{exc} (tried {tries} times)", delay=exc.delay) from exc
+        raise

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from bot import retrying
 from bot.actions.bmc.protocol import BmcTarget, Credentials
 from bot.errors import (
     ActionError,
@@ -124,7 +125,7 @@ class RedfishClient:
         if status == 429 or status >= 500:
             raise TemporaryActionError(
                 f"{where} answered HTTP {status} to {method} {path}{detail}; try again later",
-                delay=_retry_after(response),
+                delay=retrying.retry_after(response.headers.get("Retry-After"), default=5.0),
             )
         raise PermanentActionError(f"{where} refused {method} {path} (HTTP {status}){detail}")
 
@@ -189,8 +190,3 @@ def error_detail(response: httpx.Response) -> str:
     ] or [error.get("message")]
     text = " ".join(m for m in messages if isinstance(m, str)).strip()
     return f": {text[:MAX_DETAIL]}" if text else ""
-
-
-def _retry_after(response: httpx.Response) -> float:
-    value = response.headers.get("Retry-After", "")
-    return float(value) if value.isdigit() else 5.0

@@ -180,6 +180,48 @@ SECURITY = [
             "test_a_decision_on_an_incident_number_past_any_integer_is_a_404",
         ),
     ),
+    Row(
+        "a Node annotated with a BMC address of the attacker's (a recording listener on "
+        "127.0.0.2), then `bmc.power_status` with the real ipmitool; a hostname annotated",
+        "annotations off by default; when on, refused outside `bmc.allowed_networks`, for a "
+        "profile without `allow_annotations`, and for any hostname, naming the node, the "
+        "address and the setting; the listener receives nothing; inside the networks with "
+        "an allowing profile the read works (issue 19, item 7)",
+        (
+            "tests/security/test_bmc_annotations.py::"
+            "test_an_annotated_bmc_outside_the_allowed_networks_never_receives_the_login",
+            "tests/security/test_bmc_annotations.py::"
+            "test_an_annotated_hostname_is_refused_not_resolved",
+            "tests/security/test_bmc_annotations.py::"
+            "test_an_annotated_bmc_inside_the_networks_with_a_profile_that_allows_it_is_read",
+            "tests/security/test_bmc_annotations.py::"
+            "test_annotations_without_allowed_networks_stop_at_start",
+        ),
+    ),
+    Row(
+        "300 warning incidents of one alertname queued, then one critical XID, sent by the "
+        "real sender to the fake Slack Web API (SQLite and PostgreSQL)",
+        "the critical card is the first message posted; past `slack_flood_cap` (10) the "
+        "warnings are one summary message, updated in place as the flood grows; every "
+        "incident stays in the database (issue 19, item 9)",
+        (
+            "tests/chat/test_outbox_floods.py::"
+            "test_a_critical_card_is_posted_before_a_flood_of_warnings_that_is_summarised",
+            "tests/chat/test_outbox_floods.py::"
+            "test_a_critical_card_goes_before_warning_cards_of_many_alertnames",
+        ),
+    ),
+    Row(
+        "the environment and command line of a running ipmitool (/proc/PID/environ and "
+        "cmdline, read while a relay slows the real ipmi_sim down)",
+        "no BMC password in either: it comes through an inherited pipe (`-f /dev/fd/N`), "
+        "and the call still works (issue 19, item 15)",
+        (
+            "tests/bmc/test_secret_leak.py::"
+            "test_a_running_ipmitool_holds_the_password_in_neither_argv_nor_environment",
+            "tests/bmc/test_ipmi.py::test_password_reaches_ipmitool_only_through_an_inherited_pipe",
+        ),
+    ),
 ]
 
 FUZZ = [

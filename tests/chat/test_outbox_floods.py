@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import func, select
 
 from bot.chat.models import ChatCard, OutboxMessage
+from bot.chat.outbox import OutboxChat
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.incidents.models import Incident
@@ -103,3 +104,22 @@ def test_a_critical_card_goes_before_warning_cards_of_many_alertnames(
     posts = _posts(slack)
     assert f"INC-{critical}" in posts[0], posts[:3]
     assert len([m for m in chat.cards() if m.text.startswith("INC-") or "INC-" in m.text]) >= 61
+
+
+def test_an_incident_counted_in_a_summary_is_still_paged(
+    db: Database, clock: FrozenClock, tmp_path: Path, slack: FakeSlack, sim: SimHandle
+) -> None:
+    chat = Chat(db, clock, tmp_path, slack, sim, slack_flood_cap=2)
+    _warnings(chat, 3)
+    assert chat.send_all() == 0
+    with db.session() as session:
+        folded = session.scalars(select(ChatCard).where(ChatCard.summary_id.is_not(None))).one()
+    with db.transaction() as session:
+        OutboxChat(CHANNEL).page(
+            session, folded.incident_number, "slack:UBOB", "nobody answered", clock.now()
+        )
+
+    assert chat.send_all() == 0  # not held back waiting for a card that will never come
+
+    (page,) = [m for m in slack.messages(CHANNEL) if "nobody answered" in m.text]
+    assert page.thread_ts is None  # in the channel: the incident has no card thread

@@ -11,6 +11,7 @@ from pathlib import Path
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
 
 from alembic import command
 from bot.db import Database, storage_errors
@@ -45,6 +46,7 @@ def current(db: Database) -> str | None:
 def upgrade(db: Database, revision: str = "head") -> None:
     config = _config()
     with db.engine.begin() as conn:
+        _unbounded(conn)
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
 
@@ -53,8 +55,17 @@ def downgrade(db: Database, revision: str) -> None:
     """Back to `revision`: each migration's downgrade restores the older layout and data."""
     config = _config()
     with db.engine.begin() as conn:
+        _unbounded(conn)
         config.attributes["connection"] = conn
         command.downgrade(config, revision)
+
+
+def _unbounded(conn: Connection) -> None:
+    """A migration may rewrite a big table and must wait for its locks: the request
+    path's timeouts do not apply to it (its Job's deadline does)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL lock_timeout = 0")
+        conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
 
 
 def check(db: Database) -> None:

@@ -422,8 +422,8 @@ class Settings(BaseSettings):
     @field_validator("log_key_file")
     @classmethod
     def _key_is_a_file(cls, value: Path | None) -> Path | None:
-        if value is not None and not value.is_file():
-            raise ValueError(f"{value} is not a file; mount the log key Secret there")
+        if value is not None:
+            _read_log_key(value)  # a missing or short key stops the start, not an append
         return value
 
     @field_validator("log_level")
@@ -477,6 +477,10 @@ class Settings(BaseSettings):
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 
+    def log_key(self) -> bytes | None:
+        """The incident log's HMAC key, read from `log_key_file`; None when unset."""
+        return None if self.log_key_file is None else _read_log_key(self.log_key_file)
+
     def bearer_token(self) -> str | None:
         """The configured webhook bearer token, read from its file when one is set."""
         if self.webhook_token is not None:
@@ -484,6 +488,25 @@ class Settings(BaseSettings):
         if self.webhook_token_file is not None:
             return self.webhook_token_file.read_text().strip()
         return None
+
+
+LOG_KEY_MIN_BYTES = 32
+
+
+def _read_log_key(path: Path) -> bytes:
+    """The key in `path`, surrounding whitespace removed. The message never shows it."""
+    try:
+        key = path.read_bytes().strip()
+    except OSError as exc:
+        raise ValueError(
+            f"cannot read {path} ({exc.strerror}); mount the log key Secret there"
+        ) from None
+    if len(key) < LOG_KEY_MIN_BYTES:
+        raise ValueError(
+            f"{path} holds {len(key)} bytes; the log key needs at least {LOG_KEY_MIN_BYTES} "
+            "(make one with `openssl rand -hex 32`)"
+        )
+    return key
 
 
 def _database_url(value: str) -> str:

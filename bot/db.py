@@ -87,15 +87,19 @@ class Database:
         lock_timeout: timedelta = timedelta(seconds=3),
         statement_timeout: timedelta = timedelta(seconds=5),
         synchronous: Synchronous = "full",
+        log_key: bytes | None = None,
     ) -> None:
-        """`lock_timeout` and `statement_timeout` bound each statement on PostgreSQL
-        (zero: no limit); `synchronous` is SQLite's pragma."""
+        """`lock_timeout` and `statement_timeout` bound each statement on PostgreSQL;
+        `synchronous` is SQLite's pragma; `log_key`, the incident log's HMAC key, rides
+        in every session's `info` (`bot.incidents.log.key_of`)."""
         self.url = url
         self.lock_timeout, self.statement_timeout = lock_timeout, statement_timeout
         self.engine = _make_engine(url, connect_timeout, synchronous)
         if self.engine.dialect.name == "postgresql":
             _postgres_timeouts(self.engine, lock_timeout, statement_timeout)
-        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.log_key = log_key
+        info = {"log_key": log_key} if log_key is not None else {}
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False, info=info)
         # Reads see one snapshot: under READ COMMITTED each statement sees the latest
         # commit, so an incident read before an ingest committed and its alerts read after
         # would disagree. SQLite's reads already serialize at BEGIN.
@@ -104,7 +108,7 @@ class Database:
             if self.engine.dialect.name == "postgresql"
             else self.engine
         )
-        self._reads = sessionmaker(snapshot, expire_on_commit=False)
+        self._reads = sessionmaker(snapshot, expire_on_commit=False, info=info)
 
     @property
     def is_postgres(self) -> bool:

@@ -214,7 +214,7 @@ def _ingest(
     drill = drill_of(payload)
     digest = group_hash(payload.group_key, drill)
     actor = log.Actor.alertmanager(payload.receiver)
-    writes = staging.Writes()
+    writes = staging.Writes(key=log.key_of(session))
     known = staging.known_instances(session, payload.alerts)
     latest = grouping.latest_of_group(session, digest)
     incident = latest if latest is not None and Status(latest.status).active else None

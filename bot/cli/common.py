@@ -56,6 +56,7 @@ def database(
             else settings.database_statement_timeout
         ),
         synchronous=settings.sqlite_synchronous,
+        log_key=settings.log_key(),
     )
     try:
         if migrated:
@@ -86,6 +87,20 @@ def split(values: list[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
+def seal_log_heads(db: Database) -> None:
+    """With the log key, cover the heads of logs written before it (`log.seal`)."""
+    if db.log_key is None:
+        return
+    from bot.incidents import log
+
+    with db.transaction() as session:
+        sealed = log.seal(session, db.log_key)
+    if sealed:
+        logging.getLogger(__name__).info(
+            "log key: sealed the heads of %d incident logs written before it", sealed
+        )
+
+
 def run_workers(
     settings: Settings,
     stop: threading.Event,
@@ -104,6 +119,8 @@ def run_workers(
     wake_pagers = threading.Event()
     with database(settings, worker=True) as db:
         from bot.chat import Chat
+
+        seal_log_heads(db)
 
         chat: Chat | None = None
         if settings.slack_enabled:

@@ -82,6 +82,19 @@ def check(db: Database) -> None:
         )
 
 
+def owns_log(db: Database) -> bool:
+    """Whether the role `db` connects as owns `incident_log` (PostgreSQL): then it could
+    disable the log's triggers, and the database roles are not set up apart."""
+    if not db.is_postgres:
+        return False
+    with storage_errors(db.engine), db.engine.connect() as conn:
+        owner = conn.exec_driver_sql(
+            "SELECT tableowner = current_user FROM pg_tables "
+            "WHERE schemaname = current_schema() AND tablename = 'incident_log'"
+        ).scalar()
+    return bool(owner)
+
+
 def grant_runtime(db: Database, role: str) -> None:
     """Give `role` exactly what `runtime_grants.sql` says, on the schema `db` migrates
     (PostgreSQL; connected as the owner). Refuse a runtime role that owns the log: an

@@ -13,6 +13,7 @@ import pytest
 from psycopg import errors
 from sqlalchemy.engine import make_url
 
+from bot import migrations
 from bot.clock import FrozenClock
 from bot.config import load_settings
 from bot.db import Database
@@ -95,6 +96,12 @@ def test_the_runtime_role_owns_no_table_and_upgrade_refuses_one_that_does(
 ) -> None:
     from bot.cli import main
 
+    for url, owns in ((roles.runtime_url, False), (roles.owner_url, True)):
+        probe = Database(url)
+        try:
+            assert migrations.owns_log(probe) is owns  # serve warns when it runs as the owner
+        finally:
+            probe.dispose()
     with roles.connect(roles.owner_url) as dba:
         owners = dba.execute(
             "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'"

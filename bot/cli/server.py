@@ -61,6 +61,13 @@ def run_service(
             migrations.upgrade(db)
         else:
             migrations.check(db)
+            if migrations.owns_log(db):
+                logging.getLogger(__name__).warning(
+                    "database role %s owns the tables: with its credentials the incident log "
+                    "can be rewritten; run as a runtime role that owns nothing "
+                    "(database_migration_url, docs/security.md)",
+                    db.engine.url.username,
+                )
         clock = SystemClock()
         worker = WorkerProcess(settings) if settings.serve_worker else None
         wake = worker.wake if worker is not None else None

@@ -54,6 +54,7 @@ class Benchmark:
 
 BENCHMARKS = (
     Benchmark("ingest", "ingest.py", (), ("--seconds", "3", "--batches", "300"), 600),
+    Benchmark("ingest_sqlite", "ingest_sqlite.py", (), ("--seconds", "3", "--batches", "300"), 300),
     Benchmark(
         "alert_to_card", "alert_to_card.py", (), ("--incidents", "15", "--interval", "1.2"), 1500
     ),

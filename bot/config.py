@@ -148,6 +148,53 @@ class Settings(BaseSettings):
         timedelta(seconds=5),
         description="How long to wait for a database connection before answering 503.",
     )
+    database_lock_timeout: Duration = Field(
+        timedelta(seconds=3),
+        ge=timedelta(milliseconds=100),
+        description="PostgreSQL: how long a statement of a request (webhook, Slack, console, "
+        "API, CLI) waits for a lock another session holds (`lock_timeout`) before the "
+        "request answers 503 with Retry-After.",
+    )
+    database_statement_timeout: Duration = Field(
+        timedelta(seconds=5),
+        ge=timedelta(milliseconds=100),
+        description="PostgreSQL: the longest one statement of a request may run "
+        "(`statement_timeout`) before the request answers 503.",
+    )
+    database_worker_lock_timeout: Duration = Field(
+        timedelta(seconds=30),
+        ge=timedelta(milliseconds=100),
+        description="PostgreSQL: `lock_timeout` of the worker's sessions; longer than a "
+        "request's, since nobody waits on the worker's answer and it serialises on locks "
+        "(the breaker's) held across Kubernetes calls.",
+    )
+    database_worker_statement_timeout: Duration = Field(
+        timedelta(seconds=60),
+        ge=timedelta(milliseconds=100),
+        description="PostgreSQL: `statement_timeout` of the worker's sessions (sweeps and "
+        "expiry over many rows take longer than a request's statements).",
+    )
+    database_migration_url: str | None = Field(
+        None,
+        description="SQLAlchemy URL `runbook-bot db upgrade` connects with: the role that owns "
+        "the tables. Set, the upgrade then grants the runtime role (the user of "
+        "`database_url`) only what the bot needs: INSERT and SELECT on `incident_log` and "
+        "`runbook_versions`. Unset: `database_url` migrates (one role owns and runs; see "
+        "docs/security.md).",
+    )
+    sqlite_synchronous: Literal["full", "normal"] = Field(
+        "full",
+        description="SQLite's `synchronous` pragma (WAL mode): `full` syncs every commit, so "
+        "an alert answered 200 survives a power loss; `normal` is faster and may lose the "
+        "last commits (docs/performance.md).",
+    )
+    log_key_file: Path | None = Field(
+        None,
+        description="File holding the incident log's key (a mounted Secret; at least 32 "
+        "bytes, e.g. `openssl rand -hex 32`). Set, each log entry's hash is an HMAC-SHA256 "
+        "under it and `log verify` detects edits, deletions and forged entries by anyone "
+        "with only database access. Keep the same key for the life of the log.",
+    )
     runbooks_dir: Path = Field(Path("./runbooks"), description="Directory of runbook YAML files.")
     listen_host: str = Field("127.0.0.1", description="Address `serve` binds to.")
     listen_port: int = Field(8080, ge=1, le=65535, description="Port `serve` listens on.")
@@ -399,10 +446,18 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, value: str) -> str:
-        if value.startswith(("postgresql://", "postgres://")):
-            return "postgresql+psycopg://" + value.split("://", 1)[1]
-        if not (value.startswith(("sqlite:///", "postgresql+psycopg://"))):
-            raise ValueError("use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB")
+        return _database_url(value)
+
+    @field_validator("database_migration_url")
+    @classmethod
+    def _known_migration_database(cls, value: str | None) -> str | None:
+        return None if value is None else _database_url(value)
+
+    @field_validator("log_key_file")
+    @classmethod
+    def _key_is_a_file(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            _read_log_key(value)  # a missing or short key stops the start, not an append
         return value
 
     @field_validator("log_level")
@@ -456,6 +511,10 @@ class Settings(BaseSettings):
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 
+    def log_key(self) -> bytes | None:
+        """The incident log's HMAC key, read from `log_key_file`; None when unset."""
+        return None if self.log_key_file is None else _read_log_key(self.log_key_file)
+
     def bearer_token(self) -> str | None:
         """The configured webhook bearer token, read from its file when one is set."""
         if self.webhook_token is not None:
@@ -463,6 +522,33 @@ class Settings(BaseSettings):
         if self.webhook_token_file is not None:
             return self.webhook_token_file.read_text().strip()
         return None
+
+
+LOG_KEY_MIN_BYTES = 32
+
+
+def _read_log_key(path: Path) -> bytes:
+    """The key in `path`, surrounding whitespace removed. The message never shows it."""
+    try:
+        key = path.read_bytes().strip()
+    except OSError as exc:
+        raise ValueError(
+            f"cannot read {path} ({exc.strerror}); mount the log key Secret there"
+        ) from None
+    if len(key) < LOG_KEY_MIN_BYTES:
+        raise ValueError(
+            f"{path} holds {len(key)} bytes; the log key needs at least {LOG_KEY_MIN_BYTES} "
+            "(make one with `openssl rand -hex 32`)"
+        )
+    return key
+
+
+def _database_url(value: str) -> str:
+    if value.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + value.split("://", 1)[1]
+    if not (value.startswith(("sqlite:///", "postgresql+psycopg://"))):
+        raise ValueError("use sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB")
+    return value
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:

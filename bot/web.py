@@ -256,8 +256,9 @@ def build_app(
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        """Ready when the database answers at the current schema and no escalation timer
-        is overdue by more than `timers_late_after`. `?exclude=timers` leaves the timers
+        """Ready when the database answers at the current schema, its tables take writes
+        now (none is locked by another session) and no escalation timer is overdue by
+        more than `timers_late_after`. `?exclude=timers` leaves the timers
         out (for a readiness probe that must keep the webhook in service while the
         workers are down: alert on the metric instead)."""
         excluded = set(_csv(request.query_params.getlist("exclude")))
@@ -265,6 +266,7 @@ def build_app(
         def check() -> str | None:
             db.ping()
             migrations.check(db)
+            db.probe_writes()
             if "timers" in excluded:
                 return None
             late = escalation_health().timers_late

@@ -141,8 +141,6 @@ def ingest(
         ]
         return results[0]
     loaded = catalog.match(_trigger(payload)[0]) if catalog is not None else None
-    if loaded is not None:  # its own transaction, once per process; then a set lookup
-        versions.ensure(db, loaded, clock.now())
     for attempt in range(1, ATTEMPTS + 1):
         try:
             with db.transaction() as session:
@@ -191,6 +189,9 @@ def _freeze(
             data={"error_id": error_id},
         )
         return False
+    # In this transaction, never from a per-process memory of what the database holds: a
+    # database restored under the running bot must not fail the incident on the key.
+    versions.store(session, loaded, now)
     session.connection().execute(insert(FROZEN), frozen.row)
     for kind, summary, data in frozen.entries:
         writes.entry(incident, at=now, actor=engine.BOT, type=kind, summary=summary, data=data)
@@ -213,7 +214,7 @@ def _ingest(
     drill = drill_of(payload)
     digest = group_hash(payload.group_key, drill)
     actor = log.Actor.alertmanager(payload.receiver)
-    writes = staging.Writes()
+    writes = staging.Writes(key=log.key_of(session))
     known = staging.known_instances(session, payload.alerts)
     latest = grouping.latest_of_group(session, digest)
     incident = latest if latest is not None and Status(latest.status).active else None

@@ -46,9 +46,11 @@ class Writes:
     bumps: list[int] = field(default_factory=list)
     changes: list[Known] = field(default_factory=list)
     log: list[dict[str, object]] = field(default_factory=list)
+    key: bytes | None = None
+    """The log key (`bot.incidents.log.key_of`)."""
 
     def entry(self, incident: Incident, **fields: object) -> None:
-        self.log.append(log.next_entry(incident, **fields))  # type: ignore[arg-type]
+        self.log.append(log.next_entry(incident, key=self.key, **fields))  # type: ignore[arg-type]
 
     def flush_alerts(self, session: Session, now: datetime) -> None:
         if self.alerts:

@@ -35,12 +35,29 @@ def configure_logging(settings: Settings) -> None:
 
 
 @contextmanager
-def database(settings: Settings, *, migrated: bool = True) -> Iterator[Database]:
-    """The database; with `migrated`, refuse one whose schema is behind (say what to run)."""
+def database(
+    settings: Settings, *, migrated: bool = True, worker: bool = False, url: str | None = None
+) -> Iterator[Database]:
+    """The database; with `migrated`, refuse one whose schema is behind (say what to run).
+    `worker` gives the worker's longer timeouts; `url` another URL than `database_url`
+    (the migration role's)."""
     from bot import migrations  # SQLAlchemy and Alembic: only for commands that use them
     from bot.db import Database
 
-    db = Database(settings.database_url, connect_timeout=settings.database_connect_timeout)
+    db = Database(
+        url or settings.database_url,
+        connect_timeout=settings.database_connect_timeout,
+        lock_timeout=(
+            settings.database_worker_lock_timeout if worker else settings.database_lock_timeout
+        ),
+        statement_timeout=(
+            settings.database_worker_statement_timeout
+            if worker
+            else settings.database_statement_timeout
+        ),
+        synchronous=settings.sqlite_synchronous,
+        log_key=settings.log_key(),
+    )
     try:
         if migrated:
             migrations.check(db)
@@ -70,6 +87,20 @@ def split(values: list[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
+def seal_log_heads(db: Database) -> None:
+    """With the log key, cover the heads of logs written before it (`log.seal`)."""
+    if db.log_key is None:
+        return
+    from bot.incidents import log
+
+    with db.transaction() as session:
+        sealed = log.seal(session, db.log_key)
+    if sealed:
+        logging.getLogger(__name__).info(
+            "log key: sealed the heads of %d incident logs written before it", sealed
+        )
+
+
 def run_workers(
     settings: Settings,
     stop: threading.Event,
@@ -86,8 +117,10 @@ def run_workers(
     targets = targets_from(settings.escalation.targets)  # a missing secret fails now
     threads: list[threading.Thread] = []
     wake_pagers = threading.Event()
-    with database(settings) as db:
+    with database(settings, worker=True) as db:
         from bot.chat import Chat
+
+        seal_log_heads(db)
 
         chat: Chat | None = None
         if settings.slack_enabled:

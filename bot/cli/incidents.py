@@ -90,8 +90,9 @@ def add_commands(commands: Any) -> None:
     verify = log_commands.add_parser(
         "verify",
         help="check the hash chain of one or every incident",
-        description="Recompute every entry's hash and its link to the previous one. Exits 1 "
-        "and names the first entry that does not verify.",
+        description="Recompute every entry's hash and its link to the previous one, and "
+        "with log_key_file every HMAC and each incident's head. Exits 1 and names the first "
+        "entry that does not verify; says from which entry each incident's HMAC starts.",
     )
     verify.add_argument("incident", metavar="INC-N", nargs="?")
     verify.set_defaults(handler=log_verify)
@@ -222,9 +223,35 @@ def log_verify(args: argparse.Namespace, settings: Settings) -> int:
             targets = [service.get(session, service.parse_ref(args.incident))]
         else:
             targets = service.list_incidents(session, limit=10**9)
+        key, notes = db.log_key, []
         for incident in sorted(targets, key=lambda i: i.number):
-            broken = log.verify(incident, log.entries(session, incident.number))
+            entries = log.entries(session, incident.number)
+            broken = log.verify(incident, entries, key)
             if broken is not None:
                 print(f"runbook-bot: log verification FAILED: {broken}", file=sys.stderr)
                 return 1
-        return common.say(f"log verified: {len(targets)} incident(s), every entry intact")
+            notes.append(_keyed_note(incident.ref, log.keyed_from(entries), len(entries), key))
+        for note in filter(None, notes):
+            print(note)
+        how = "HMAC under the log key" if key is not None else "hash chain only (no log_key_file)"
+        return common.say(f"log verified: {len(targets)} incident(s), every entry intact ({how})")
+
+
+def _keyed_note(ref: str, first: int | None, count: int, key: bytes | None) -> str | None:
+    """What `log verify` says of one incident's chain when it is not all HMAC under the
+    key; None when it is."""
+    if count == 0 or (first is None and key is None):
+        return None
+    if first is None:
+        return (
+            f"{ref}: entries #1-#{count} are a plain SHA-256 chain (written before the key), "
+            "its head sealed under the key"
+        )
+    if key is None:
+        return (
+            f"{ref}: HMAC entries from #{first}: their links were checked, not their MACs; "
+            "set log_key_file to check them"
+        )
+    if first > 1:
+        return f"{ref}: plain SHA-256 chain #1-#{first - 1}, HMAC from entry #{first}"
+    return None

@@ -61,6 +61,13 @@ def run_service(
             migrations.upgrade(db)
         else:
             migrations.check(db)
+            if migrations.owns_log(db):
+                logging.getLogger(__name__).warning(
+                    "database role %s owns the tables: with its credentials the incident log "
+                    "can be rewritten; run as a runtime role that owns nothing "
+                    "(database_migration_url, docs/security.md)",
+                    db.engine.url.username,
+                )
         clock = SystemClock()
         worker = WorkerProcess(settings) if settings.serve_worker else None
         wake = worker.wake if worker is not None else None
@@ -157,13 +164,49 @@ def _exit(*_: object) -> None:
 
 
 def db_upgrade(_: argparse.Namespace, settings: Settings) -> int:
-    with common.database(settings, migrated=False) as db:
+    """Migrate, connected as the owner role when `database_migration_url` names one, then
+    grant the runtime role (the user of `database_url`) what it may do."""
+    owner_url = settings.database_migration_url
+    with common.database(settings, migrated=False, url=owner_url) as db:
         before = migrations.current(db)
         migrations.upgrade(db)
         after = migrations.current(db)
+        granted = _grant_runtime(db, settings) if owner_url is not None else None
     if before == after:
-        return common.say(f"database {db.describe()} is already at revision {after}")
-    return common.say(f"database {db.describe()} upgraded from {before or 'empty'} to {after}")
+        common.say(f"database {db.describe()} is already at revision {after}")
+    else:
+        common.say(f"database {db.describe()} upgraded from {before or 'empty'} to {after}")
+    if granted is not None:
+        common.say(
+            f"runtime role {granted}: SELECT and INSERT on incident_log and runbook_versions, "
+            "SELECT, INSERT, UPDATE, DELETE on the other tables; it owns none"
+        )
+    return 0
+
+
+def _grant_runtime(db: Database, settings: Settings) -> str | None:
+    """Grant the runtime role; its name (None on SQLite, which has no roles)."""
+    from sqlalchemy.engine import make_url
+
+    from bot.errors import ConfigInvalid
+
+    if not db.is_postgres:
+        return None
+    role = make_url(settings.database_url).username
+    owner = db.engine.url.username
+    if not role:
+        raise ConfigInvalid(
+            "database_url names no user: it must be the runtime role that "
+            "database_migration_url's owner grants (postgresql+psycopg://runbook_bot@HOST/DB)"
+        )
+    if role == owner:
+        raise ConfigInvalid(
+            f"database_migration_url and database_url are both role {role}: the migration "
+            "URL is the owner role, database_url the runtime role (docs/security.md); unset "
+            "database_migration_url to run with one role"
+        )
+    migrations.grant_runtime(db, role)
+    return role
 
 
 def db_current(_: argparse.Namespace, settings: Settings) -> int:

@@ -7,12 +7,14 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     ForeignKey,
     Index,
     Integer,
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -80,6 +82,8 @@ class Incident(Base):
     # while different incidents never wait on each other.
     log_seq: Mapped[int] = mapped_column(Integer, default=0)
     log_head: Mapped[str] = mapped_column(String(64), default=GENESIS)
+    log_mac: Mapped[str | None] = mapped_column(String(64))
+    """HMAC of (number, log_seq, log_head) under the log key; None without a key."""
     announced_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """The last log entry chat surfaces have taken (card update and thread post queued)."""
     drill: Mapped[str | None] = mapped_column(String(64))
@@ -135,3 +139,6 @@ class LogEntry(Base):
     data: Mapped[dict[str, Any]]
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
+    keyed: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """`hash` is an HMAC-SHA256 under the log key (else a plain SHA-256, written before
+    the key was set)."""

@@ -7,23 +7,26 @@ a 64-character reference instead of the document (ingest stays cheap during an a
 storm), and a runbook edited without bumping `version` still gets a row of its own: the
 digest, not the version number, says exactly which text an incident followed.
 
-Rows are never updated or deleted. That makes two caches safe: which digests a database
-already holds (filled only after a committed insert), and the parsed `Runbook` of a digest
-(the same content everywhere, so the cache is shared by every database in the process).
+Rows are never updated or deleted, but a database can be dropped and restored under a
+running bot: so which digests a database holds is never cached in the process (that cache
+once made every new incident fail on the foreign key after a restore, until a restart).
+`store` looks the digest up in the caller's transaction, the same one that then points an
+incident at it, and inserts the document only when it is missing. The parsed `Runbook` of
+a digest is cached: it stands for content, not for a row (the same digest is the same
+document in every database), so no restore can make it wrong.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from collections import OrderedDict
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import Engine, Table
+from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
-from bot.db import Database, insert_new
+from bot.db import insert_new
 from bot.errors import StepNotFound
 from bot.runbooks.loader import LoadedRunbook
 from bot.runbooks.models import RunbookVersion
@@ -33,45 +36,27 @@ PARSED_MAX = 128
 """Parsed runbooks kept per process; a catalog holds a handful, each a few versions."""
 
 _lock = threading.Lock()
-_stored: weakref.WeakKeyDictionary[Engine, set[str]] = weakref.WeakKeyDictionary()
 _parsed: OrderedDict[str, Runbook] = OrderedDict()
 
 
 def store(session: Session, loaded: LoadedRunbook, now: datetime) -> str:
     """Make sure the runbook's document is stored, inside the caller's transaction; its
-    digest. Free once this database is known to hold it (see `ensure`)."""
-    key, doc = loaded.digest, loaded.document
-    bind = session.get_bind()
-    if isinstance(bind, Engine) and _holds(bind, key):
+    digest. One primary-key lookup when it is there already (the document is sent only
+    when it is not)."""
+    key = loaded.digest
+    held = select(RunbookVersion.digest).where(RunbookVersion.digest == key)
+    if session.scalar(held) is not None:
         return key
     values = {
         "digest": key,
         "runbook_id": loaded.runbook.id,
         "version": loaded.runbook.version,
         "source": str(loaded.path)[:500],
-        "document": doc,
+        "document": loaded.document,
         "stored_at": now,
     }
     insert_new(session, cast(Table, RunbookVersion.__table__), values, index_elements=["digest"])
     return key
-
-
-def ensure(db: Database, loaded: LoadedRunbook, now: datetime) -> str:
-    """Store the runbook's document in its own committed transaction (once per process and
-    database), so that freezing it onto incidents later writes only its digest."""
-    key = loaded.digest
-    if _holds(db.engine, key):
-        return key
-    with db.transaction() as session:
-        store(session, loaded, now)
-    with _lock:
-        _stored.setdefault(db.engine, set()).add(key)
-    return key
-
-
-def _holds(engine: Engine, key: str) -> bool:
-    with _lock:
-        return key in _stored.get(engine, ())
 
 
 def runbook(session: Session, key: str) -> Runbook:

@@ -5,6 +5,7 @@ every value."""
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,7 @@ def test_secrets_stay_in_secrets_and_reach_the_bot_as_files() -> None:
         "bmc/dell": ("runbook-bot", "bmc-dell"),
         "console/session-secret": ("runbook-bot-console", "session-secret"),
         "console/admin-token": ("runbook-bot-console", "admin-token"),
+        "log/key": ("runbook-bot-log-key", "key"),
     }
 
 
@@ -232,7 +234,7 @@ def test_the_pods_settings_load_as_the_bot_reads_them(
         for item in source["secret"]["items"]:
             path = tmp_path / item["path"]
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("s3cret-for-the-test-0123456789\n", encoding="utf-8")
+            path.write_text("s3cret-for-the-test-0123456789-and-more\n", encoding="utf-8")
     (tmp_path / "config.yaml").write_text(text, encoding="utf-8")
     for env in pod["spec"]["containers"][0]["env"]:
         if env["name"].startswith("RUNBOOK_BOT_") and "value" in env:
@@ -244,6 +246,8 @@ def test_the_pods_settings_load_as_the_bot_reads_them(
     assert settings.listen_host == "0.0.0.0"
     assert settings.database_url.startswith("postgresql+psycopg://")
     assert settings.webhook_token_file == tmp_path / "webhook" / "token"
+    assert settings.log_key_file == tmp_path / "log" / "key"
+    assert settings.database_migration_url is None  # only the migrations Job is the owner
     if rendering == "options":
         assert (settings.listen_port, settings.serve_worker) == (9000, False)
         assert str(settings.runbooks_dir) == "/etc/runbook-bot/runbooks"
@@ -254,6 +258,49 @@ def test_the_pods_settings_load_as_the_bot_reads_them(
         assert (settings.listen_port, settings.serve_worker) == (8080, True)
         assert str(settings.runbooks_dir) == "/app/runbooks"
         assert settings.node_job_namespace == "runbook-bot"
+
+
+def _env(pod: dict[str, Any]) -> dict[str, Any]:
+    container = pod["spec"]["containers"][0]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+@pytest.mark.parametrize("rendering", sorted(RENDERINGS))
+def test_only_the_migrations_job_connects_as_the_owner_role(rendering: str) -> None:
+    objects = chart.objects(*RENDERINGS[rendering])
+    pods = _pods(objects)
+    job = _env(pods["runbook-bot-migrations"])
+    owner, runtime = (
+        ("bot_owner", "bot")
+        if rendering == "options"
+        else (
+            "runbook_bot_owner",
+            "runbook_bot",
+        )
+    )
+
+    assert job["RUNBOOK_BOT_DATABASE_MIGRATION_URL"].startswith(f"postgresql+psycopg://{owner}@")
+    assert job["RUNBOOK_BOT_DATABASE_URL"].startswith(f"postgresql+psycopg://{runtime}@")
+    for name, pod in pods.items():
+        if name == "runbook-bot-migrations":
+            continue
+        env = _env(pod)
+        assert "RUNBOOK_BOT_DATABASE_MIGRATION_URL" not in env, name
+        assert env["RUNBOOK_BOT_DATABASE_URL"].startswith(f"postgresql+psycopg://{runtime}@")
+    if rendering == "options":
+        assert job["PGPASSWORD"] == {
+            "secretKeyRef": {"name": "runbook-bot-pg-owner", "key": "pg-password"}
+        }
+        server_password = _env(pods["runbook-bot"])["PGPASSWORD"]
+        assert server_password == {"secretKeyRef": {"name": "runbook-bot-pg", "key": "pg-password"}}
+
+
+def test_the_chart_generates_a_log_key_and_one_role_needs_saying_so() -> None:
+    (secret,) = [o for o in chart.objects() if o["kind"] == "Secret"]
+    assert len(base64.b64decode(secret["data"]["log-key"])) == 64
+    one_role = chart.objects("--set", "database.owner.user=")
+    job = _env(_pods(one_role)["runbook-bot-migrations"])
+    assert "RUNBOOK_BOT_DATABASE_MIGRATION_URL" not in job
 
 
 @pytest.mark.parametrize(
@@ -272,6 +319,8 @@ def test_the_pods_settings_load_as_the_bot_reads_them(
         (["runbooks.files.bad/name=x"], "is not a runbook file name (name.yaml)"),
         (["database.host="], "database.host: set the PostgreSQL host"),
         (["ingress.enabled=true"], "ingress.enabled needs ingress.host"),
+        (["database.owner.user=runbook_bot"], "database.owner.user: the owner role must differ"),
+        (["logKey.key=short"], "logKey.key: use at least 32 characters"),
     ],
 )
 def test_a_bad_value_stops_the_rendering_saying_what_to_set(

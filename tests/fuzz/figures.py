@@ -222,6 +222,56 @@ SECURITY = [
             "tests/bmc/test_ipmi.py::test_password_reaches_ipmitool_only_through_an_inherited_pipe",
         ),
     ),
+    Row(
+        "another session holds `LOCK TABLE alerts IN ACCESS EXCLUSIVE MODE` while Alertmanager "
+        "posts (PostgreSQL)",
+        "503 with Retry-After after `database_lock_timeout`, `/readyz` 503; after the release "
+        "the retry answers 200 and the alert is stored once",
+        (
+            "tests/test_storage_locks.py::"
+            "test_a_locked_alerts_table_answers_503_and_readyz_fails_until_it_is_released",
+            "tests/test_storage_locks.py::"
+            "test_a_statement_past_statement_timeout_is_storage_unavailable",
+        ),
+    ),
+    Row(
+        "the database dropped, recreated and migrated under the running app (a restore)",
+        "the next alert opens an incident with its runbook (200), no restart",
+        (
+            "tests/test_database_restore.py::"
+            "test_a_new_alert_opens_an_incident_with_its_runbook_after_a_restore_without_restart",
+        ),
+    ),
+    Row(
+        "the bot's own database role runs UPDATE, DELETE, TRUNCATE, ALTER TABLE ... DISABLE "
+        "TRIGGER, DROP TRIGGER or replica mode on `incident_log` (PostgreSQL)",
+        "refused (insufficient privilege); ingest and log appends still work; `db upgrade` "
+        "refuses a runtime role that owns the tables",
+        (
+            "tests/test_database_roles.py::"
+            "test_the_runtime_role_ingests_and_appends_but_cannot_rewrite_the_log",
+            "tests/test_database_roles.py::"
+            "test_the_runtime_role_owns_no_table_and_upgrade_refuses_one_that_does",
+        ),
+    ),
+    Row(
+        "the owner role (or the SQLite file's writer) disables the triggers and drops the newest "
+        "entry and moves the head back, edits an entry, appends a plain SHA-256 entry, or "
+        "rewrites the log as a plain chain",
+        "`log verify` with the log key exits 1 naming the entry; pre-key entries verify as the "
+        "plain chain and the output says where the HMAC starts",
+        (
+            "tests/test_log_key.py::"
+            "test_log_verify_with_the_key_names_the_entry_after_each_tampering",
+            "tests/test_log_key.py::"
+            "test_logs_written_before_the_key_verify_as_the_plain_chain_and_say_where_the_hmac_starts",
+        ),
+    ),
+    Row(
+        "a power loss right after the webhook answered 200 (SQLite, the embedded default)",
+        "`synchronous=FULL` in WAL mode: the commit was synced before the answer",
+        ("tests/test_db.py::test_sqlite_syncs_every_commit_by_default_and_normal_only_when_asked",),
+    ),
 ]
 
 FUZZ = [

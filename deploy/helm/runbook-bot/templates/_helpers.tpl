@@ -69,6 +69,49 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/* The owner role's URL: the migrations Job's `database_migration_url`. */}}
+{{- define "runbook-bot.ownerDatabaseUrl" -}}
+{{- $db := .Values.database -}}
+{{- $url := printf "postgresql+psycopg://%s@%s:%d/%s" $db.owner.user $db.host (int $db.port) $db.name -}}
+{{- if $db.sslmode -}}
+{{- $url = printf "%s?sslmode=%s" $url $db.sslmode -}}
+{{- end -}}
+{{- $url -}}
+{{- end -}}
+
+{{- define "runbook-bot.ownerPasswordSecret" -}}
+{{- if .Values.database.owner.existingSecret -}}
+{{- .Values.database.owner.existingSecret -}}
+{{- else -}}
+{{- printf "%s-database-owner" (include "runbook-bot.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Environment of the migrations Job: the runtime URL names the role to grant; the
+     owner's URL and password are what it connects with. One role (owner.user empty):
+     the runtime role migrates. */}}
+{{- define "runbook-bot.migrationEnv" -}}
+{{- $owner := .Values.database.owner -}}
+{{- if not $owner.user -}}
+{{- include "runbook-bot.databaseEnv" . -}}
+{{- else -}}
+{{- if eq $owner.user .Values.database.user -}}
+{{- fail "database.owner.user: the owner role must differ from database.user (the runtime role); empty it to run with one role" -}}
+{{- end -}}
+- name: RUNBOOK_BOT_DATABASE_URL
+  value: {{ include "runbook-bot.databaseUrl" . | quote }}
+- name: RUNBOOK_BOT_DATABASE_MIGRATION_URL
+  value: {{ include "runbook-bot.ownerDatabaseUrl" . | quote }}
+{{- if or $owner.existingSecret $owner.password }}
+- name: PGPASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "runbook-bot.ownerPasswordSecret" . }}
+      key: {{ $owner.existingSecretKey | default "password" }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
 {{- define "runbook-bot.hasDatabasePassword" -}}
 {{- if or .Values.database.existingSecret .Values.database.password -}}true{{- end -}}
 {{- end -}}
@@ -103,7 +146,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
      owns laid over it (file paths of mounted secrets, in-cluster access). */}}
 {{- define "runbook-bot.settings" -}}
 {{- $dir := include "runbook-bot.secretsDir" . -}}
-{{- $owned := dict "kube_in_cluster" true "node_job_namespace" (include "runbook-bot.nodeJobNamespace" .) "webhook_token_file" (printf "%s/webhook/token" $dir) -}}
+{{- $owned := dict "kube_in_cluster" true "node_job_namespace" (include "runbook-bot.nodeJobNamespace" .) "webhook_token_file" (printf "%s/webhook/token" $dir) "log_key_file" (printf "%s/log/key" $dir) -}}
 {{- if .Values.slack.enabled -}}
 {{- $_ := set $owned "slack_bot_token_file" (printf "%s/slack/bot-token" $dir) -}}
 {{- $_ := set $owned "slack_mode" .Values.slack.mode -}}

@@ -146,6 +146,11 @@ spec:
                 - key: {{ ternary (printf "bmc-%s" $profile) ($login.existingSecretKey | default "password") (empty $login.existingSecret) }}
                   path: bmc/{{ $profile }}
           {{- end }}
+          - secret:
+              name: {{ $values.logKey.existingSecret | default $secret }}
+              items:
+                - key: {{ ternary "log-key" ($values.logKey.existingSecretKey | default "log-key") (empty $values.logKey.existingSecret) }}
+                  path: log/key
           {{- $ownConsole := empty $values.console.existingSecret }}
           - secret:
               name: {{ $values.console.existingSecret | default $secret }}

@@ -4,8 +4,8 @@ carry their pattern (alertname) and the flood summary they were folded into; the
 move to the new priority scale (a critical new card 0, any other new card 1, card
 updates 2, thread posts and messages 3; answers and pages stay 0).
 
-Revision ID: 0008
-Revises: 0007
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-12-02
 """
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

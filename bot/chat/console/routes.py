@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from bot import inputs
 from bot.chat import cards
 from bot.chat.console import pages, render
 from bot.chat.console.auth import Auth, LoginThrottled
@@ -243,7 +244,7 @@ class Console:
         try:
             form = await _form(request)
         except RequestRejected as exc:
-            return _secure(self._login_form(request, "/", str(exc), 400))
+            return _secure(self._login_form(request, "/", str(exc), exc.status))
         next, client = _local(form.get("next")), _client(request)
         if not self.signer.login_token_ok(request.cookies.get(LOGIN), form.get("csrf")):
             logger.warning("console: refused a login form without its CSRF token from %s", client)
@@ -277,7 +278,7 @@ class Console:
         try:
             form = await _form(request)
         except RequestRejected as exc:
-            return _secure(Response(str(exc), 400, media_type="text/plain"))
+            return _secure(Response(str(exc), exc.status, media_type="text/plain"))
         if not self.signer.csrf_ok(session[0], form.get("csrf")):
             return _secure(Response(CSRF_REFUSED, 403, media_type="text/plain"))
         response = RedirectResponse("/login", 303)
@@ -448,7 +449,7 @@ class Console:
             try:
                 form = await _form(request)
             except RequestRejected as exc:
-                return _secure(Response(str(exc), 400, media_type="text/plain"))
+                return _secure(Response(str(exc), exc.status, media_type="text/plain"))
             token = request.headers.get("x-csrf-token") or form.get("csrf")
             if not self.signer.csrf_ok(login, token):
                 logger.warning("console: %s %s refused: CSRF token", user.id, request.url.path)
@@ -573,11 +574,8 @@ def _step_flash(run: StepRun, done: str) -> str:
 
 async def _form(request: Request) -> dict[str, str]:
     """An url-encoded form (the last value of each field), at most MAX_FORM_BYTES."""
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM_BYTES:
-            raise RequestRejected(f"the form is larger than {MAX_FORM_BYTES} bytes")
+    hint = "the console's forms are far smaller; reload the page and try again"
+    body = await inputs.read_body(request.headers, request.stream(), MAX_FORM_BYTES, hint=hint)
     try:
         fields = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=50)
     except (UnicodeDecodeError, ValueError) as exc:

@@ -32,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot import inputs
 from bot.chat import cards, decisions, outbox
 from bot.chat.decisions import Clicker
 from bot.chat.models import ChatCard, SlackRequest
@@ -55,6 +56,11 @@ from bot.runbooks.models import StepRun
 
 logger = logging.getLogger(__name__)
 
+MAX_BODY_BYTES = 1024 * 1024
+"""Slack's requests are a few KiB (a dialog's submission, the largest, tens): one past
+this is refused with 413 before more of it is read, and before its signature is checked,
+which needs the whole body."""
+TOO_LARGE = "Slack's requests are far smaller; this one is not from Slack"
 REPLAY_WINDOW_S = 600
 """Signatures are kept this long: twice Slack's 300 s window, so none is forgotten early."""
 USAGE = (
@@ -120,9 +126,9 @@ class SlackApp:
     async def handle_http(self, request: Request) -> Response:
         """`POST /slack/events`: Bolt's dispatch, off the event loop (it commits to the
         database before it answers)."""
-        body = await request.body()
-        if len(body) > self.settings.max_body_bytes:
-            return Response("request body too large", status_code=413)
+        body = await inputs.read_body(
+            request.headers, request.stream(), MAX_BODY_BYTES, hint=TOO_LARGE
+        )
         bolt = to_bolt_request(request, body)
         answer = await run_in_threadpool(self.app.dispatch, bolt)
         return to_starlette_response(answer)

@@ -116,21 +116,19 @@ class Console:
         self.decisions = Decisions(settings, db, clock, wake, hint=NO_ROLE_HINT)
 
     def routes(self) -> list[BaseRoute]:
-        step = "/incidents/{number:int}/steps/{run:int}"
+        step = "/incidents/{number}/steps/{run}"
         return [
             Route("/", self.page(self.incident_list), methods=["GET"]),
             Route("/login", self.login_page, methods=["GET"]),
             Route("/login", self.login, methods=["POST"]),
             Route("/logout", self.logout, methods=["POST"]),
             Route("/static/{name}", self.static, methods=["GET"]),
-            Route("/incidents/{number:int}", self.page(self.incident), methods=["GET"]),
-            Route("/incidents/{number:int}/card", self.page(self.card), methods=["GET"]),
-            Route("/incidents/{number:int}/events", self.events, methods=["GET"]),
+            Route("/incidents/{number}", self.page(self.incident), methods=["GET"]),
+            Route("/incidents/{number}/card", self.page(self.card), methods=["GET"]),
+            Route("/incidents/{number}/events", self.events, methods=["GET"]),
+            Route("/incidents/{number}/postmortem", self.page(self.postmortem), methods=["GET"]),
             Route(
-                "/incidents/{number:int}/postmortem", self.page(self.postmortem), methods=["GET"]
-            ),
-            Route(
-                "/incidents/{number:int}/postmortem.md",
+                "/incidents/{number}/postmortem.md",
                 self.page(self.postmortem_md),
                 methods=["GET"],
             ),
@@ -138,27 +136,27 @@ class Console:
             Route(f"{step}/skip", self.button(self.skip, "decide on"), methods=["POST"]),
             Route(f"{step}/done", self.button(self.done, "decide on"), methods=["POST"]),
             Route(
-                "/incidents/{number:int}/ack",
+                "/incidents/{number}/ack",
                 self.button(self.acknowledge, "acknowledge"),
                 methods=["POST"],
             ),
             Route(
-                "/incidents/{number:int}/own",
+                "/incidents/{number}/own",
                 self.button(self.own, "take ownership of"),
                 methods=["POST"],
             ),
             Route(
-                "/incidents/{number:int}/resolve",
+                "/incidents/{number}/resolve",
                 self.button(self.resolve, "resolve"),
                 methods=["POST"],
             ),
             Route(
-                "/incidents/{number:int}/followups",
+                "/incidents/{number}/followups",
                 self.button(self.add_followup, "add follow-ups to"),
                 methods=["POST"],
             ),
             Route(
-                "/incidents/{number:int}/followups/{followup:int}/done",
+                "/incidents/{number}/followups/{followup}/done",
                 self.button(self.followup_done, "close follow-ups of"),
                 methods=["POST"],
             ),
@@ -319,7 +317,7 @@ class Console:
         )
 
     async def incident(self, request: Request, login: Login, user: Clicker) -> Response:
-        number = request.path_params["number"]
+        number = _number(request)
         whole = request.query_params.get("log") == "all"
 
         def read() -> pages.IncidentPage:
@@ -344,7 +342,7 @@ class Console:
         return response
 
     async def card(self, request: Request, login: Login, user: Clicker) -> Response:
-        number = request.path_params["number"]
+        number = _number(request)
 
         def read() -> CardView:
             with self.db.session() as session:
@@ -354,14 +352,14 @@ class Console:
         return self._html("card.html", login, user, card=card, escalation=escalation_line(card))
 
     async def postmortem(self, request: Request, login: Login, user: Clicker) -> Response:
-        number, lang = request.path_params["number"], self._lang(request)
+        number, lang = _number(request), self._lang(request)
         text = await self._draft(number, lang)
         return self._html(
             "postmortem.html", login, user, number=number, lang=lang, html=render.markdown(text)
         )
 
     async def postmortem_md(self, request: Request, login: Login, user: Clicker) -> Response:
-        number, lang = request.path_params["number"], self._lang(request)
+        number, lang = _number(request), self._lang(request)
         text = await self._draft(number, lang)
         filename = f"INC-{number}-postmortem.{lang}.md"
         return Response(
@@ -389,7 +387,10 @@ class Console:
         `Last-Event-ID` (or `?after=`)."""
         if self._session(request) is None:
             return _secure(Response("log in first: open /login", 401, media_type="text/plain"))
-        number = request.path_params["number"]
+        try:
+            number = _number(request)
+        except RequestRejected as exc:
+            return _secure(Response(str(exc), exc.status, media_type="text/plain"))
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         after = min(int(raw), pages.LAST_SEQ) if raw.isdigit() and len(raw) < 12 else 0
 
@@ -454,8 +455,12 @@ class Console:
             if not self.signer.csrf_ok(login, token):
                 logger.warning("console: %s %s refused: CSRF token", user.id, request.url.path)
                 return _secure(Response(CSRF_REFUSED, 403, media_type="text/plain"))
-            number = request.path_params["number"]
-            form.update({key: str(value) for key, value in request.path_params.items()})
+            try:
+                ids = {key: _path_id(request, key) for key in request.path_params}
+            except RequestRejected as exc:
+                return _secure(Response(str(exc), exc.status, media_type="text/plain"))
+            number = ids["number"]
+            form.update({key: str(value) for key, value in ids.items()})
             asked: list[Unconfirmed] = []
 
             def run() -> tuple[int, str]:
@@ -581,6 +586,18 @@ async def _form(request: Request) -> dict[str, str]:
     except (UnicodeDecodeError, ValueError) as exc:
         raise RequestRejected(f"the form cannot be read ({exc}); reload the page") from None
     return {key: values[-1] for key, values in fields.items()}
+
+
+PATH_IDS = {"number": "the incident number", "run": "the step run", "followup": "the follow-up"}
+
+
+def _path_id(request: Request, key: str) -> int:
+    """A number the path carries, within the integer column; 400 naming it otherwise."""
+    return inputs.parse_id(request.path_params[key], PATH_IDS[key])
+
+
+def _number(request: Request) -> int:
+    return _path_id(request, "number")
 
 
 def _local(target: str | None) -> str:

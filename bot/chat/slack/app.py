@@ -18,6 +18,7 @@ names them. A second click on a decided step says who decided it and when.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -43,7 +44,7 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database, insert_new
 from bot.durations import format_duration, parse_duration
-from bot.errors import BotError
+from bot.errors import BotError, PayloadInvalid
 from bot.escalation import oncall
 from bot.incidents import log
 from bot.incidents import service as incidents
@@ -104,6 +105,7 @@ class SlackApp:
             raise_error_for_unhandled_request=False,
         )
         self.app.middleware(self._refuse_replays)
+        self.app.middleware(_refuse_bad_ids)
         self.app.action("step.approve")(self._step_button("approve"))
         self.app.action("step.skip")(self._step_button("skip"))
         self.app.action("step.done")(self._done_button)
@@ -208,7 +210,7 @@ class SlackApp:
 
     def _resolve_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         user = _user(body)
-        number = int(view["private_metadata"])
+        number = inputs.parse_id(view.get("private_metadata"), "the incident number")
         disposition = _input(view, "disposition")
         who = self._clicker(user)
         if not who.roles:
@@ -225,7 +227,7 @@ class SlackApp:
         user = _user(body)
         note = _input(view, "note")
         with self.db.session() as session:
-            run = session.get(StepRun, int(view["private_metadata"]))
+            run = session.get(StepRun, inputs.parse_id(view.get("private_metadata"), "the step"))
         who = self._clicker(user)
         if run is None or not who.roles:
             ack(response_action="errors", errors={"note": decisions.no_role("decide on")})
@@ -381,7 +383,7 @@ class SlackApp:
     ) -> tuple[str, list[dict[str, Any]]]:
         """`/incident followup-done #12`: follow-up 12 is done (a role needed)."""
         wanted = args[0].removeprefix("#") if len(args) == 1 else ""
-        if not wanted.isdigit() or len(wanted) > 9:
+        if not (wanted.isascii() and wanted.isdigit()) or len(wanted) > 9:
             return blocks.ephemeral(
                 "which follow-up? e.g. `/incident followup-done #12` (`/incident followups "
                 "INC-7` lists them with their numbers)"
@@ -507,8 +509,53 @@ def _actor(user: dict[str, str]) -> log.Actor:
 
 def _value(body: dict[str, Any]) -> int | None:
     actions = body.get("actions") or [{}]
-    value = str(actions[0].get("value", ""))
-    return int(value) if value.isdigit() else None
+    try:
+        return inputs.parse_id(actions[0].get("value", ""), "the button's value")
+    except PayloadInvalid:
+        return None
+
+
+NUMBERED_ACTIONS = {
+    "step.approve": "the step",
+    "step.skip": "the step",
+    "step.done": "the step",
+    "incident.ack": "the incident number",
+    "incident.own": "the incident number",
+    "incident.resolve": "the incident number",
+}
+"""The buttons whose value is a number (a step run's id or an incident's)."""
+NUMBERED_VIEWS = {"incident.resolve": "disposition", "step.done": "note"}
+"""The dialogs whose private_metadata is a number, and the input an error is shown under."""
+
+
+def _refuse_bad_ids(
+    req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]
+) -> BoltResponse:
+    """A number in a button's value or a dialog's metadata that is no id of ours (past the
+    integer column, `²`, empty) is refused before any handler reads the database: 400 for
+    a button; for a dialog, Slack's contract is 200 with the error shown in the dialog."""
+    body = req.body if isinstance(req.body, dict) else {}
+    kind = body.get("type")
+    try:
+        if kind == "block_actions":
+            for action in body.get("actions") or []:
+                what = NUMBERED_ACTIONS.get(str(action.get("action_id")))
+                if what is not None:
+                    inputs.parse_id(action.get("value", ""), what)
+        elif kind == "view_submission":
+            view = body.get("view") or {}
+            if str(view.get("callback_id")) in NUMBERED_VIEWS:
+                inputs.parse_id(view.get("private_metadata", ""), "the dialog's metadata")
+    except PayloadInvalid as exc:
+        logger.warning("refused a Slack %s: %s", kind, exc)
+        if kind == "view_submission":
+            block = NUMBERED_VIEWS[str((body.get("view") or {}).get("callback_id"))]
+            answer = {"response_action": "errors", "errors": {block: f"{exc}; reopen it"[:150]}}
+            return BoltResponse(
+                status=200, body=json.dumps(answer), headers={"content-type": "application/json"}
+            )
+        return BoltResponse(status=400, body=f"{exc}; refresh the incident card")
+    return next()
 
 
 def _number(body: dict[str, Any]) -> int | None:

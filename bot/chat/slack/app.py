@@ -293,7 +293,7 @@ class SlackApp:
                     )
                 owner = person(mention.group(1))
             owner = self.decisions.own(who, number, owner)
-            return blocks.ephemeral(f"INC-{number} is owned by {owner}")
+            return blocks.ephemeral(f"INC-{number} is owned by {owner}", [owner])
         if verb == "silence":
             length = _duration(args[1:], f"/incident silence INC-{number} 2h")
             self.decisions.silence(who, number, length)
@@ -352,7 +352,7 @@ class SlackApp:
         that user the on-call (anyone with a role may)."""
         if not args:
             with self.db.session() as session:
-                return blocks.ephemeral(on_call_text(session, self.settings, now))
+                return blocks.ephemeral(*on_call(session, self.settings, now))
         mention = MENTION.match(args[0])
         if mention is None:
             return blocks.ephemeral(
@@ -375,7 +375,8 @@ class SlackApp:
         self.wake()
         return blocks.ephemeral(
             f"{who} is on call until {override.ends_at:%Y-%m-%d %H:%M} UTC (set by {actor.id}); "
-            "the hand-over summary follows by direct message"
+            "the hand-over summary follows by direct message",
+            [who, actor.id],
         )
 
     def _followup_done(
@@ -396,7 +397,8 @@ class SlackApp:
             return blocks.ephemeral(refusal)
         item = self.decisions.followup_done(who, number, int(wanted))
         return blocks.ephemeral(
-            f"Follow-up #{item.id} of INC-{number} is done: {_followup_line(item)}"
+            f"Follow-up #{item.id} of INC-{number} is done: {_followup_line(item)}",
+            [item.owner],
         )
 
     def _followup(
@@ -416,7 +418,8 @@ class SlackApp:
                 return blocks.ephemeral(
                     f"INC-{number} has no follow-ups; add one: `{FOLLOWUP_EXAMPLE}`"
                 )
-            return blocks.ephemeral(f"Follow-ups of INC-{number}:\n" + "\n".join(lines))
+            owners = [item.owner for item in items]
+            return blocks.ephemeral(f"Follow-ups of INC-{number}:\n" + "\n".join(lines), owners)
         who = self._clicker(user)
         refusal = self.decisions.allowed(who, number, "add follow-ups to")
         if refusal is not None:
@@ -432,7 +435,7 @@ class SlackApp:
                 f"`runbook-bot followup set {item.id} --owner slack:U0123ABC --deadline "
                 "2026-12-31`"
             )
-        return blocks.ephemeral(text)
+        return blocks.ephemeral(text, [item.owner])
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -567,8 +570,9 @@ def _input(view: dict[str, Any], block: str) -> str:
     return str(((values.get(block) or {}).get("text") or {}).get("value") or "").strip()
 
 
-def on_call_text(session: Session, settings: Settings, now: datetime) -> str:
-    """Who is on call now (and from where, until when), and who comes after."""
+def on_call(session: Session, settings: Settings, now: datetime) -> tuple[str, list[str | None]]:
+    """Who is on call now (and from where, until when), and who comes after; and those
+    people, whose ids the answer mentions."""
     now_on = oncall.current(session, settings, now)
     if now_on.person is None:
         text = "Nobody is on call (no rotation, no override): pages go to the responders."
@@ -579,7 +583,7 @@ def on_call_text(session: Session, settings: Settings, now: datetime) -> str:
     if after is not None and after.person is not None:
         text += f"\nNext: {after.person} ({after.source}"
         text += f", until {after.until:%a %Y-%m-%d %H:%M} UTC)" if after.until else ")"
-    return text
+    return text, [now_on.person, after.person if after is not None else None]
 
 
 def _duration(args: list[str], example: str) -> timedelta:

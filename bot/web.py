@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Route
 
 from bot import escalation, inputs, migrations, openapi
 from bot.alerts import ingest, webhook
-from bot.chat.console import console_routes
+from bot.chat.console import SecurityHeaders, console_routes
 from bot.chat.slack.app import SlackApp
 from bot.clock import Clock
 from bot.config import Settings
@@ -328,7 +328,7 @@ def build_app(
         routes += console_routes(settings, db, clock, woken, on_console_login)
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(RequestMetrics, metrics=metrics)],
+        middleware=[Middleware(RequestMetrics, metrics=metrics), Middleware(SecurityHeaders)],
         exception_handlers={BotError: _error},
     )
     app.state.metrics = metrics

@@ -55,16 +55,6 @@ WRONG_LOGIN = "wrong user name or password"
 LOGIN_CSRF_REFUSED = (
     "the login form expired or was not this page's (CSRF check); log in again on this page"
 )
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
-        "object-src 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "same-origin",
-    "X-Content-Type-Options": "nosniff",
-}
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -176,12 +166,12 @@ class Console:
             session = self._session(request)
             if session is None:
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-                return _secure(RedirectResponse(f"/login?next={quote(target)}", 303))
+                return RedirectResponse(f"/login?next={quote(target)}", 303)
             try:
                 response = await handler(request, *session)
             except BotError as exc:
                 response = self._error(exc, session)
-            return _secure(response)
+            return response
 
         return endpoint
 
@@ -213,7 +203,7 @@ class Console:
     # --- login ---------------------------------------------------------------------------
 
     async def login_page(self, request: Request) -> Response:
-        return _secure(self._login_form(request, _local(request.query_params.get("next"))))
+        return self._login_form(request, _local(request.query_params.get("next")))
 
     def _login_form(
         self,
@@ -242,11 +232,11 @@ class Console:
         try:
             form = await _form(request)
         except RequestRejected as exc:
-            return _secure(self._login_form(request, "/", str(exc), exc.status))
+            return self._login_form(request, "/", str(exc), exc.status)
         next, client = _local(form.get("next")), _client(request)
         if not self.signer.login_token_ok(request.cookies.get(LOGIN), form.get("csrf")):
             logger.warning("console: refused a login form without its CSRF token from %s", client)
-            return _secure(self._login_form(request, next, LOGIN_CSRF_REFUSED, 403))
+            return self._login_form(request, next, LOGIN_CSRF_REFUSED, 403)
         now = self.clock.now()
         username = form.get("username", "")[:64]
         try:
@@ -257,31 +247,31 @@ class Console:
                 user = await run_in_threadpool(self.auth.password, username, password, client, now)
         except LoginThrottled as exc:
             logger.warning("console: login throttled for %r from %s", username or "admin", client)
-            return _secure(self._login_form(request, next, str(exc), 429, username))
+            return self._login_form(request, next, str(exc), 429, username)
         if user is None:
             logger.info("console: failed login for %r from %s", username or "admin", client)
-            return _secure(self._login_form(request, next, WRONG_LOGIN, 401, username))
+            return self._login_form(request, next, WRONG_LOGIN, 401, username)
         value, _ = self.signer.issue(user.id, now)
         response = RedirectResponse(next, 303)
         self.signer.set_session(response, value)
         logger.info("console: %s logged in from %s", user.id, client)
         if self.on_login is not None:
             self.on_login(user.id)
-        return _secure(response)
+        return response
 
     async def logout(self, request: Request) -> Response:
         session = self._session(request)
         if session is None:
-            return _secure(RedirectResponse("/login", 303))
+            return RedirectResponse("/login", 303)
         try:
             form = await _form(request)
         except RequestRejected as exc:
-            return _secure(Response(str(exc), exc.status, media_type="text/plain"))
+            return Response(str(exc), exc.status, media_type="text/plain")
         if not self.signer.csrf_ok(session[0], form.get("csrf")):
-            return _secure(Response(CSRF_REFUSED, 403, media_type="text/plain"))
+            return Response(CSRF_REFUSED, 403, media_type="text/plain")
         response = RedirectResponse("/login", 303)
         self.signer.clear_session(response)
-        return _secure(response)
+        return response
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -386,11 +376,11 @@ class Console:
         """The incident's log as server-sent events, `id:` its sequence number, from after
         `Last-Event-ID` (or `?after=`)."""
         if self._session(request) is None:
-            return _secure(Response("log in first: open /login", 401, media_type="text/plain"))
+            return Response("log in first: open /login", 401, media_type="text/plain")
         try:
             number = _number(request)
         except RequestRejected as exc:
-            return _secure(Response(str(exc), exc.status, media_type="text/plain"))
+            return Response(str(exc), exc.status, media_type="text/plain")
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         after = min(int(raw), pages.LAST_SEQ) if raw.isdigit() and len(raw) < 12 else 0
 
@@ -434,7 +424,7 @@ class Console:
         response = StreamingResponse(stream(), media_type="text/event-stream")
         response.headers["Cache-Control"] = "no-store"
         response.headers["X-Accel-Buffering"] = "no"
-        return _secure(response)
+        return response
 
     # --- buttons -------------------------------------------------------------------------
 
@@ -445,20 +435,20 @@ class Console:
         async def endpoint(request: Request) -> Response:
             session = self._session(request)
             if session is None:
-                return _secure(Response("log in first: open /login", 401, media_type="text/plain"))
+                return Response("log in first: open /login", 401, media_type="text/plain")
             login, user = session
             try:
                 form = await _form(request)
             except RequestRejected as exc:
-                return _secure(Response(str(exc), exc.status, media_type="text/plain"))
+                return Response(str(exc), exc.status, media_type="text/plain")
             token = request.headers.get("x-csrf-token") or form.get("csrf")
             if not self.signer.csrf_ok(login, token):
                 logger.warning("console: %s %s refused: CSRF token", user.id, request.url.path)
-                return _secure(Response(CSRF_REFUSED, 403, media_type="text/plain"))
+                return Response(CSRF_REFUSED, 403, media_type="text/plain")
             try:
                 ids = {key: _path_id(request, key) for key in request.path_params}
             except RequestRejected as exc:
-                return _secure(Response(str(exc), exc.status, media_type="text/plain"))
+                return Response(str(exc), exc.status, media_type="text/plain")
             number = ids["number"]
             form.update({key: str(value) for key, value in ids.items()})
             asked: list[Unconfirmed] = []
@@ -482,8 +472,8 @@ class Console:
             except BotError as exc:  # the refusal's log entry could not be written
                 status, flash = 503, str(exc)
             if asked and "application/json" not in request.headers.get("accept", ""):
-                return _secure(self._confirm_page(request, login, user, asked[0]))
-            return _secure(self._answer(request, number, status, flash))
+                return self._confirm_page(request, login, user, asked[0])
+            return self._answer(request, number, status, flash)
 
         return endpoint
 
@@ -609,9 +599,3 @@ def _local(target: str | None) -> str:
 
 def _client(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
-
-
-def _secure(response: Response) -> Response:
-    response.headers.update(SECURITY_HEADERS)
-    response.headers.setdefault("Cache-Control", "no-store")
-    return response

@@ -11,7 +11,7 @@ import json
 import httpx
 import pytest
 
-from bot.chat.slack.app import NUMBERED_ACTIONS, NUMBERED_VIEWS
+from bot.chat.slack.ids import NUMBERED_ACTIONS, NUMBERED_VIEWS
 from tests.chat.slack_rig import Chat
 from tests.runbooks.rig import TWO_STEPS
 from tests.support import fake_slack

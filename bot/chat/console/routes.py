@@ -168,10 +168,9 @@ class Console:
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                 return RedirectResponse(f"/login?next={quote(target)}", 303)
             try:
-                response = await handler(request, *session)
+                return await handler(request, *session)
             except BotError as exc:
-                response = self._error(exc, session)
-            return response
+                return self._error(exc, session)
 
         return endpoint
 

@@ -18,7 +18,6 @@ names them. A second click on a decided step says who decided it and when.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -37,7 +36,7 @@ from bot import inputs
 from bot.chat import cards, decisions, outbox
 from bot.chat.decisions import Clicker
 from bot.chat.models import ChatCard, SlackRequest
-from bot.chat.slack import blocks
+from bot.chat.slack import blocks, ids
 from bot.chat.slack.client import SlackApi
 from bot.chat.slack.people import Roles, person
 from bot.clock import Clock
@@ -105,7 +104,7 @@ class SlackApp:
             raise_error_for_unhandled_request=False,
         )
         self.app.middleware(self._refuse_replays)
-        self.app.middleware(_refuse_bad_ids)
+        self.app.middleware(ids.refuse_bad_ids)
         self.app.action("step.approve")(self._step_button("approve"))
         self.app.action("step.skip")(self._step_button("skip"))
         self.app.action("step.done")(self._done_button)
@@ -516,49 +515,6 @@ def _value(body: dict[str, Any]) -> int | None:
         return inputs.parse_id(actions[0].get("value", ""), "the button's value")
     except PayloadInvalid:
         return None
-
-
-NUMBERED_ACTIONS = {
-    "step.approve": "the step",
-    "step.skip": "the step",
-    "step.done": "the step",
-    "incident.ack": "the incident number",
-    "incident.own": "the incident number",
-    "incident.resolve": "the incident number",
-}
-"""The buttons whose value is a number (a step run's id or an incident's)."""
-NUMBERED_VIEWS = {"incident.resolve": "disposition", "step.done": "note"}
-"""The dialogs whose private_metadata is a number, and the input an error is shown under."""
-
-
-def _refuse_bad_ids(
-    req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]
-) -> BoltResponse:
-    """A number in a button's value or a dialog's metadata that is no id of ours (past the
-    integer column, `²`, empty) is refused before any handler reads the database: 400 for
-    a button; for a dialog, Slack's contract is 200 with the error shown in the dialog."""
-    body = req.body if isinstance(req.body, dict) else {}
-    kind = body.get("type")
-    try:
-        if kind == "block_actions":
-            for action in body.get("actions") or []:
-                what = NUMBERED_ACTIONS.get(str(action.get("action_id")))
-                if what is not None:
-                    inputs.parse_id(action.get("value", ""), what)
-        elif kind == "view_submission":
-            view = body.get("view") or {}
-            if str(view.get("callback_id")) in NUMBERED_VIEWS:
-                inputs.parse_id(view.get("private_metadata", ""), "the dialog's metadata")
-    except PayloadInvalid as exc:
-        logger.warning("refused a Slack %s: %s", kind, exc)
-        if kind == "view_submission":
-            block = NUMBERED_VIEWS[str((body.get("view") or {}).get("callback_id"))]
-            answer = {"response_action": "errors", "errors": {block: f"{exc}; reopen it"[:150]}}
-            return BoltResponse(
-                status=200, body=json.dumps(answer), headers={"content-type": "application/json"}
-            )
-        return BoltResponse(status=400, body=f"{exc}; refresh the incident card")
-    return next()
 
 
 def _number(body: dict[str, Any]) -> int | None:

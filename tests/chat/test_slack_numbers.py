@@ -87,6 +87,7 @@ def test_numbers_in_a_dialogs_state_values_are_taken_as_the_text_they_are(
         ("followup-done #²", "which follow-up?"),
         (f"show INC-{HUGE}", "which incident?"),
         ("show INC-²", "which incident?"),
+        ("show INC-١", "which incident?"),  # an Arabic-Indic 1: a digit to \d, not ours
         (f"ack INC-{HUGE}", "which incident?"),
         (f"silence INC-1 {HUGE}h", "longer than 3650d"),
         ("silence INC-1 ²h", "is not a duration"),

@@ -64,3 +64,16 @@ def test_a_button_whose_path_carries_no_id_is_a_400(
     assert answer.status_code == 400, answer.text
     named = {"n": "the incident number", "r": "the step run", "f": "the follow-up"}[where]
     assert named in answer.text and RANGE in answer.text
+
+
+@pytest.mark.parametrize("value", [*BAD, "-1", "1e3"], ids=["huge", "superscript", "neg", "exp"])
+def test_an_event_streams_last_event_id_that_is_no_number_is_a_400(
+    browsers: Callable[[], httpx.Client], value: str
+) -> None:
+    client = browsers()
+    login(client, "alice")
+
+    answer = client.get("/incidents/1/events", headers={"Last-Event-ID": value.encode()})
+
+    assert answer.status_code == 400, answer.text
+    assert "Last-Event-ID" in answer.text and "must be a number from 0" in answer.text

@@ -225,6 +225,8 @@ SECURITY = [
         (
             "tests/console/test_numbers.py::test_a_page_whose_incident_number_is_no_id_is_a_400",
             "tests/console/test_numbers.py::test_a_button_whose_path_carries_no_id_is_a_400",
+            "tests/console/test_numbers.py::"
+            "test_an_event_streams_last_event_id_that_is_no_number_is_a_400",
             "tests/chat/test_slack_numbers.py::"
             "test_a_button_value_that_is_no_id_is_a_400_with_a_message",
             "tests/chat/test_slack_numbers.py::"

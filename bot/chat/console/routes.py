@@ -376,12 +376,13 @@ class Console:
         `Last-Event-ID` (or `?after=`)."""
         if self._session(request) is None:
             return Response("log in first: open /login", 401, media_type="text/plain")
+        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         try:
             number = _number(request)
+            seq = inputs.parse_id(raw, "Last-Event-ID (or ?after=), a log entry's number", low=0)
         except RequestRejected as exc:
             return Response(str(exc), exc.status, media_type="text/plain")
-        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-        after = min(int(raw), pages.LAST_SEQ) if raw.isdigit() and len(raw) < 12 else 0
+        after = min(seq, pages.LAST_SEQ)
 
         def read(seq: int) -> list[LogLine]:
             with self.db.session() as session:

@@ -72,7 +72,7 @@ USAGE = (
     "`/incident followup INC-7 what will change @owner 2026-12-31 [mitigate|prevent|process]` "
     "· `/incident followups INC-7` · `/incident followup-done #12`"
 )
-REF = re.compile(r"^(?:INC-)?(\d{1,9})$", re.IGNORECASE)
+REF = re.compile(r"^(?:INC-)?([0-9]{1,9})$", re.IGNORECASE)  # ASCII: \d takes any script
 MENTION = re.compile(r"^<@([A-Z0-9]+)(?:\|[^>]*)?>$")
 DATE_LIKE = re.compile(r"^\d{1,4}[-/.]\d{1,2}(?:[-/.]\d{1,4})?$")
 QUOTED = re.compile(r"[\"“”„«»](.+?)[\"“”„«»]")

@@ -396,7 +396,8 @@ class Settings(BaseSettings):
         "`password_hash` from `runbook-bot console hash-password`, `roles`, `name`), "
         "`admin_token` or `admin_token_file`, `session_secret` or `session_secret_file` "
         "(set it with more than one replica), `session_ttl` (12h), `secure_cookies` (true "
-        "behind TLS), `public_url`. See docs/console.md.",
+        "behind TLS), `public_url`, `login_throttle_size` (10000 user and address pairs "
+        "with recent failed logins counted). See docs/console.md.",
     )
     digest_day: Day = Field(
         "mon",

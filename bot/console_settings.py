@@ -67,6 +67,10 @@ class ConsoleSettings(_Strict):
     session_secret_file: Path | None = None
     session_ttl: Duration = timedelta(hours=12)
     """A login lasts this long (a night shift), then the console asks again."""
+    login_throttle_size: int = Field(10_000, ge=10, le=1_000_000)
+    """How many (user name, client address) pairs with recent failed logins are counted.
+    A pair is never forgotten before its 15 min window ends: when this many are counted,
+    logins under new pairs are refused until the oldest window ends."""
     secure_cookies: bool = False
     """Mark cookies `Secure` (sent over HTTPS only): set true behind TLS."""
     public_url: str | None = Field(None, pattern=r"^https?://[^\s]+$")

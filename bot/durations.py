@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer
 
+MAX_SECONDS = 3650 * 86400
+"""Ten years: past it no duration means anything here, and `now + it` may overflow."""
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
@@ -32,6 +34,8 @@ def parse_duration(text: str) -> timedelta:
             f"{text!r} is not a duration; write it like 30s, 15m, 1h30m or 7d "
             "(units: ms, s, m, h, d)"
         )
+    if total > MAX_SECONDS:
+        raise ValueError(f"{text!r} is longer than 3650d; write a shorter duration")
     return timedelta(seconds=total)
 
 

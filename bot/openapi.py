@@ -239,6 +239,7 @@ def _decision(summary: str, body: str, answer: str, *, note: str = "") -> dict[s
                     "Refused: no role, the same person twice, the approval expired, the "
                     "parameters changed, or the step is not waiting for this decision."
                 ),
+                "413": _error("The body is larger than 4096 bytes."),
                 "503": _UNAVAILABLE,
             },
         }

@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot import escalation, migrations, openapi
+from bot import escalation, inputs, migrations, openapi
 from bot.alerts import ingest, webhook
-from bot.chat.console import console_routes
+from bot.chat.console import SecurityHeaders, console_routes
 from bot.chat.slack.app import SlackApp
 from bot.clock import Clock
 from bot.config import Settings
@@ -107,7 +107,9 @@ def build_app(
     async def alertmanager(request: Request) -> Response:
         webhook.authenticate(request.headers, settings)
         webhook.check_content_type(request.headers)
-        body = await webhook.read_body(request.headers, request.stream(), settings.max_body_bytes)
+        body = await inputs.read_body(
+            request.headers, request.stream(), settings.max_body_bytes, hint=webhook.TOO_LARGE
+        )
         elapsed = timer()
         payload = webhook.parse(body)
         result = await anyio.to_thread.run_sync(
@@ -182,7 +184,7 @@ def build_app(
         # the endpoint takes the webhook's credentials when they are configured.
         webhook.authenticate(request.headers, settings)
         number = service.parse_ref(request.path_params["number"])
-        person, params_hash = _decision(await request.body())
+        person, params_hash = _decision(await _decision_bytes(request))
         run = await on_step(request, runbooks.approve, number, person, params_hash=params_hash)
         return _step_answer(
             number,
@@ -199,7 +201,7 @@ def build_app(
         async def endpoint(request: Request) -> Response:
             webhook.authenticate(request.headers, settings)  # as approve_step
             number = service.parse_ref(request.path_params["number"])
-            person, note = _note(await request.body(), required=note_required)
+            person, note = _note(await _decision_bytes(request), required=note_required)
             run = await on_step(request, decision, number, person, note=note)
             return _step_answer(number, run, summary=run.summary)
 
@@ -328,7 +330,7 @@ def build_app(
         routes += console_routes(settings, db, clock, woken, on_console_login)
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(RequestMetrics, metrics=metrics)],
+        middleware=[Middleware(RequestMetrics, metrics=metrics), Middleware(SecurityHeaders)],
         exception_handlers={BotError: _error},
     )
     app.state.metrics = metrics
@@ -364,10 +366,14 @@ def _step_answer(number: int, run: StepRun, **more: Any) -> Response:
     )
 
 
+async def _decision_bytes(request: Request) -> bytes:
+    """A decision's body, at most MAX_DECISION_BYTES (413 past it, before reading on)."""
+    hint = 'a decision is a small JSON object: {"as": "alice", "note": "..."}'
+    return await inputs.read_body(request.headers, request.stream(), MAX_DECISION_BYTES, hint=hint)
+
+
 def _decision_body(body: bytes, shape: str) -> tuple[str, dict[str, Any]]:
     """(person, the whole object) from a decision's JSON body; `shape` shows what to send."""
-    if len(body) > MAX_DECISION_BYTES:
-        raise PayloadInvalid(f"the body is larger than {MAX_DECISION_BYTES} bytes")
     try:
         data = json.loads(body or b"{}")
     except ValueError as exc:
@@ -419,6 +425,6 @@ def _csv(values: list[str]) -> list[str]:
 
 
 def _int_param(raw: str, name: str, low: int, high: int) -> int:
-    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 10) or not low <= int(raw) <= high:
         raise RequestRejected(f"query parameter {name} must be a number from {low} to {high}")
     return int(raw)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 
 from pydantic import ValidationError
 
@@ -17,7 +17,6 @@ from bot.alerts.payload import WebhookPayload
 from bot.config import Settings
 from bot.errors import (
     PayloadInvalid,
-    PayloadTooLarge,
     Unauthorized,
     UnsupportedMediaType,
 )
@@ -58,24 +57,8 @@ def check_content_type(headers: Mapping[str, str]) -> None:
         )
 
 
-async def read_body(headers: Mapping[str, str], chunks: AsyncIterator[bytes], limit: int) -> bytes:
-    """Read at most `limit` bytes, refusing early on a declared or actual larger body."""
-    declared = headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
-    body = bytearray()
-    async for chunk in chunks:
-        body.extend(chunk)
-        if len(body) > limit:
-            raise _too_large(limit)
-    return bytes(body)
-
-
-def _too_large(limit: int) -> PayloadTooLarge:
-    return PayloadTooLarge(
-        f"body is larger than {limit} bytes; lower max_alerts in the Alertmanager "
-        "webhook_config or raise max_body_bytes"
-    )
+TOO_LARGE = "lower max_alerts in the Alertmanager webhook_config or raise max_body_bytes"
+"""What to do about a webhook body over `max_body_bytes` (`bot.inputs.read_body`)."""
 
 
 def parse(body: bytes) -> WebhookPayload:

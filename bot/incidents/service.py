@@ -24,7 +24,9 @@ def parse_ref(text: str | int) -> int:
     raw = str(text).strip()
     digits = raw[4:] if raw.upper().startswith("INC-") else raw
     # ASCII digits only ('²' is a digit to str.isdigit), and within the integer column.
-    if not (digits.isascii() and digits.isdigit()) or not 1 <= int(digits) < 2**31:
+    # At most ten of them: int() of a 5,000-digit string raises before any range check.
+    ok = digits.isascii() and digits.isdigit() and len(digits) <= 10
+    if not ok or not 1 <= int(digits) < 2**31:
         raise IncidentNotFound(f"{raw!r} is not an incident number; write it like INC-42")
     return int(digits)
 

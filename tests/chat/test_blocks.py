@@ -525,7 +525,7 @@ def test_thread_posts_carry_200_long_entries_in_order_without_losing_any() -> No
     assert seen == expected
 
 
-def test_thread_post_renders_slack_ids_as_mentions_in_utc() -> None:
+def test_thread_post_mentions_the_actor_never_an_id_in_the_summary_in_utc() -> None:
     from datetime import timezone
 
     tokyo = timezone(timedelta(hours=9))
@@ -540,7 +540,8 @@ def test_thread_post_renders_slack_ids_as_mentions_in_utc() -> None:
 
     assert consumed == 1
     assert message[0]["text"]["text"] == (
-        "04:04:05 <@U0123ABC> — approved power cycle (1/2), asked <@U0456DEF> &amp; &lt;!here&gt;"
+        "04:04:05 <@U0123ABC> — approved power cycle (1/2), asked slack:U0456DEF &amp; "
+        "&lt;!here&gt;"
     )
     assert text == message[0]["text"]["text"]
 
@@ -593,7 +594,8 @@ def test_done_modal_carries_the_run_id_and_asks_for_a_note() -> None:
         "text",
         False,
     )
-    assert modal["blocks"][0]["text"]["text"] == "*tell_users*\ncall <@U0123ABC> &lt;!here&gt;"
+    # A summary is text (a runbook's, with alert values in it): no id in it is a mention.
+    assert modal["blocks"][0]["text"]["text"] == "*tell_users*\ncall slack:U0123ABC &lt;!here&gt;"
     assert_within_limits(modal["blocks"])
 
 

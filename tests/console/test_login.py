@@ -3,6 +3,8 @@ cookie's flags and expiry, and pages that ask for a login first."""
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -144,10 +146,21 @@ def test_a_forged_or_edited_cookie_is_no_session(browsers: Browsers) -> None:
     client = browsers()
     login(client, "mallory")
     value = client.cookies["rbb_session"]
-    user, rest = value.split(":", 1)
-    client.cookies.clear()
-    client.cookies.set("rbb_session", f"carol:{rest}")
-    assert client.get("/").status_code == 303
+    payload, stamp, signature = value.split(".")
+    decoded = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    edited = base64.urlsafe_b64encode(decoded.replace(b"mallory", b"carol")).rstrip(b"=")
+    assert json.loads(decoded)[0] == "mallory"
+    for forged in (
+        f"{edited.decode()}.{stamp}.{signature}",  # another user, the same signature
+        f"{payload}.{stamp}.{signature[:-2]}xx",  # the signature edited
+        f"{payload}.{stamp}",  # no signature
+        value.replace(".", ":"),  # the old format
+    ):
+        client.cookies.clear()
+        client.cookies.set("rbb_session", forged)
+        assert client.get("/").status_code == 303, forged
+    client.cookies.set("rbb_session", value)
+    assert client.get("/").status_code == 200
 
 
 def test_logout_ends_the_session_and_needs_the_csrf_token(browsers: Browsers) -> None:

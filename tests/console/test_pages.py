@@ -202,3 +202,30 @@ def test_the_console_is_not_served_when_disabled(
     with rig.serving() as url, browser(url) as client:
         assert client.get("/").status_code == 404
         assert client.get("/healthz").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "logged_in"),
+    [
+        *((f"/static/{name}", 200, False) for name in sorted(render.STATIC)),
+        ("/static/secret.txt", 404, False),
+        ("/", 303, False),
+        ("/incidents/%C2%B2", 400, True),
+        ("/incidents/1/events", 401, False),
+    ],
+)
+def test_every_console_response_carries_the_security_headers_static_files_included(
+    browsers: Browsers, path: str, status: int, logged_in: bool
+) -> None:
+    client = browsers()
+    if logged_in:
+        login(client, "alice")
+    answer = client.get(path)
+    assert answer.status_code == status, answer.text
+    csp = answer.headers["content-security-policy"]
+    assert "default-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert answer.headers["x-content-type-options"] == "nosniff"
+    assert answer.headers["referrer-policy"] == "same-origin"
+    expected = "public, max-age=300" if path.startswith("/static/") and status == 200 else None
+    assert answer.headers["cache-control"] == (expected or "no-store")

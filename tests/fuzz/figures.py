@@ -272,6 +272,71 @@ SECURITY = [
         "`synchronous=FULL` in WAL mode: the commit was synced before the answer",
         ("tests/test_db.py::test_sqlite_syncs_every_commit_by_default_and_normal_only_when_asked",),
     ),
+    Row(
+        "a 64 MiB unsigned chunked POST to `/slack/events`, one whose `Content-Length` lies, "
+        "and a declared 2 GiB body to the webhook, the API decisions, Slack and the console",
+        "413 once the cap is passed (1 MiB Slack, max_body_bytes, 4096 bytes, 16 KiB), "
+        "before reading on; a declared length past it refused unread; the server grows by "
+        "less than 3 x the cap",
+        (
+            "tests/security/test_request_bodies.py::"
+            "test_an_unsigned_slack_post_far_past_the_cap_is_a_413_in_bounded_memory",
+            "tests/security/test_request_bodies.py::"
+            "test_a_declared_length_past_the_cap_is_a_413_before_the_body_is_read",
+            "tests/security/test_request_bodies.py::"
+            "test_every_post_that_reads_a_body_refuses_a_chunked_flood_with_413",
+        ),
+    ),
+    Row(
+        "an alert whose labels and annotations hold `slack:U0CEO12345`, `<@U0CEO12345>`, "
+        "`<!channel>`, `<!here>`, `<!subteam^...>`, `<#C...>`, through the webhook to Slack",
+        "no live mention in anything posted (escaped, shown as text); the approver who "
+        "clicked is still a mention",
+        (
+            "tests/chat/test_slack_mentions.py::"
+            "test_mentions_in_alert_text_reach_slack_as_text_and_a_real_approver_still_is_one",
+        ),
+    ),
+    Row(
+        "failed console logins under more invented names than the throttle counts, empty "
+        "passwords, then the guessed user's next try",
+        "new names refused with 429 once full; the guessed user stays throttled until the "
+        "window ends; empty passwords and unknown users cost one scrypt hash each",
+        (
+            "tests/console/test_login_throttle.py::"
+            "test_a_flood_of_invented_names_never_gives_the_guessed_user_fresh_tries",
+            "tests/console/test_login_throttle.py::"
+            "test_an_empty_password_and_an_unknown_user_cost_a_hash_like_a_wrong_password",
+        ),
+    ),
+    Row(
+        "`99999999999999999999` and `²` in every console path, in signed Slack button values, "
+        "dialog `private_metadata` (also empty) and state values, and slash commands",
+        "console and buttons 400 with the range; dialogs Slack's 200 with the error shown; "
+        "slash commands say what to type; never a 500",
+        (
+            "tests/console/test_numbers.py::test_a_page_whose_incident_number_is_no_id_is_a_400",
+            "tests/console/test_numbers.py::test_a_button_whose_path_carries_no_id_is_a_400",
+            "tests/console/test_numbers.py::"
+            "test_an_event_streams_last_event_id_that_is_no_number_is_a_400",
+            "tests/chat/test_slack_numbers.py::"
+            "test_a_button_value_that_is_no_id_is_a_400_with_a_message",
+            "tests/chat/test_slack_numbers.py::"
+            "test_a_dialog_whose_metadata_is_no_id_shows_the_error_in_the_dialog",
+            "tests/chat/test_slack_numbers.py::"
+            "test_numbers_in_a_dialogs_state_values_are_taken_as_the_text_they_are",
+            "tests/chat/test_slack_numbers.py::"
+            "test_a_slash_command_with_a_number_that_is_no_id_answers_what_to_type",
+        ),
+    ),
+    Row(
+        "a console static file, a 404, a login redirect and an error page",
+        "each carries the CSP, X-Frame-Options, nosniff and Referrer-Policy (one middleware)",
+        (
+            "tests/console/test_pages.py::"
+            "test_every_console_response_carries_the_security_headers_static_files_included",
+        ),
+    ),
 ]
 
 FUZZ = [

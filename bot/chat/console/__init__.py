@@ -7,12 +7,14 @@ views Slack renders) and renders it with `render` (Jinja2, autoescaped, template
 static files inside the package). A button is a POST with the session's CSRF token; it is
 checked, then decided through `bot.chat.decisions`, the code Slack's buttons run, so the
 role checks are the same. Pages and messages for console users are stored by
-`chat.ConsoleChat` and shown to them.
+`chat.ConsoleChat` and shown to them. `headers.SecurityHeaders`, a middleware around the
+whole app, gives every response its security headers (CSP, no framing, no sniffing).
 """
 
 from __future__ import annotations
 
 from bot.chat.console.chat import BothChats, ConsoleChat
+from bot.chat.console.headers import SecurityHeaders
 from bot.chat.console.routes import console_routes
 
-__all__ = ["BothChats", "ConsoleChat", "console_routes"]
+__all__ = ["BothChats", "ConsoleChat", "SecurityHeaders", "console_routes"]

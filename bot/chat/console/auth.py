@@ -1,34 +1,26 @@
 """Who may log in to the console and with which roles: users with hashed passwords, or
 the one admin token (user `admin`, role admin). Failed logins are throttled per user
-name and client address, in memory (a replica counts its own)."""
+name and client address (`throttle.Throttle`)."""
 
 from __future__ import annotations
 
 import hmac
-import threading
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from bot.chat.console import passwords
+from bot.chat.console.throttle import FAILURES, WINDOW, LoginThrottled, Throttle
 from bot.chat.decisions import ROLE_ORDER, Clicker
 from bot.config import Settings
-from bot.errors import BotError
 
 ADMIN = "admin"
-FAILURES = 5
-"""Failed logins allowed per user and client within WINDOW."""
-WINDOW = timedelta(minutes=15)
-MAX_TRACKED = 10_000
 
-
-class LoginThrottled(BotError):
-    """Too many failed logins for this user from this client."""
+__all__ = ["ADMIN", "FAILURES", "WINDOW", "Auth", "LoginThrottled"]
 
 
 class Auth:
     def __init__(self, settings: Settings) -> None:
         self.console = settings.console
-        self._lock = threading.Lock()
-        self._failures: dict[tuple[str, str], list[datetime]] = {}
+        self.throttle = Throttle(self.console.login_throttle_size)
 
     def user(self, name: str) -> Clicker | None:
         """The console user `name` as the decisions know them; None if there is none (a
@@ -47,7 +39,9 @@ class Auth:
         self._check(name, client, now)
         found = self.console.users.get(name)
         stored = found.password_hash if found is not None else None
-        if password and passwords.verify(password, stored):
+        # scrypt runs for every attempt, an empty password or an unknown user included
+        # (against a dummy hash): what a failure costs tells nothing and saves nothing.
+        if passwords.verify(password, stored) and password:
             self._forget(name, client)
             return self.user(name)
         self._failed(name, client, now)
@@ -68,23 +62,10 @@ class Auth:
         return None
 
     def _check(self, name: str, client: str, now: datetime) -> None:
-        with self._lock:
-            recent = [at for at in self._failures.get((name, client), []) if now - at < WINDOW]
-        if len(recent) >= FAILURES:
-            wait = max(1, int((recent[0] + WINDOW - now).total_seconds() // 60) + 1)
-            raise LoginThrottled(
-                f"too many failed logins for {name} from your address; wait {wait} min and "
-                "try again, or ask an admin to check your password"
-            )
+        self.throttle.check((name, client), now)
 
     def _failed(self, name: str, client: str, now: datetime) -> None:
-        with self._lock:
-            if len(self._failures) >= MAX_TRACKED:
-                self._failures.clear()  # bounded memory beats a perfect count under a flood
-            key = (name, client)
-            recent = [at for at in self._failures.get(key, []) if now - at < WINDOW]
-            self._failures[key] = [*recent, now]
+        self.throttle.failed((name, client), now)
 
     def _forget(self, name: str, client: str) -> None:
-        with self._lock:
-            self._failures.pop((name, client), None)
+        self.throttle.forget((name, client))

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from bot import inputs
 from bot.chat import cards
 from bot.chat.console import pages, render
 from bot.chat.console.auth import Auth, LoginThrottled
@@ -54,16 +55,6 @@ WRONG_LOGIN = "wrong user name or password"
 LOGIN_CSRF_REFUSED = (
     "the login form expired or was not this page's (CSRF check); log in again on this page"
 )
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
-        "object-src 'none'"
-    ),
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "same-origin",
-    "X-Content-Type-Options": "nosniff",
-}
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -115,21 +106,19 @@ class Console:
         self.decisions = Decisions(settings, db, clock, wake, hint=NO_ROLE_HINT)
 
     def routes(self) -> list[BaseRoute]:
-        step = "/incidents/{number:int}/steps/{run:int}"
+        step = "/incidents/{number}/steps/{run}"
         return [
             Route("/", self.page(self.incident_list), methods=["GET"]),
             Route("/login", self.login_page, methods=["GET"]),
             Route("/login", self.login, methods=["POST"]),
             Route("/logout", self.logout, methods=["POST"]),
             Route("/static/{name}", self.static, methods=["GET"]),
-            Route("/incidents/{number:int}", self.page(self.incident), methods=["GET"]),
-            Route("/incidents/{number:int}/card", self.page(self.card), methods=["GET"]),
-            Route("/incidents/{number:int}/events", self.events, methods=["GET"]),
+            Route("/incidents/{number}", self.page(self.incident), methods=["GET"]),
+            Route("/incidents/{number}/card", self.page(self.card), methods=["GET"]),
+            Route("/incidents/{number}/events", self.events, methods=["GET"]),
+            Route("/incidents/{number}/postmortem", self.page(self.postmortem), methods=["GET"]),
             Route(
-                "/incidents/{number:int}/postmortem", self.page(self.postmortem), methods=["GET"]
-            ),
-            Route(
-                "/incidents/{number:int}/postmortem.md",
+                "/incidents/{number}/postmortem.md",
                 self.page(self.postmortem_md),
                 methods=["GET"],
             ),
@@ -137,27 +126,27 @@ class Console:
             Route(f"{step}/skip", self.button(self.skip, "decide on"), methods=["POST"]),
             Route(f"{step}/done", self.button(self.done, "decide on"), methods=["POST"]),
             Route(
-                "/incidents/{number:int}/ack",
+                "/incidents/{number}/ack",
                 self.button(self.acknowledge, "acknowledge"),
                 methods=["POST"],
             ),
             Route(
-                "/incidents/{number:int}/own",
+                "/incidents/{number}/own",
                 self.button(self.own, "take ownership of"),
                 methods=["POST"],
             ),
             Route(
-                "/incidents/{number:int}/resolve",
+                "/incidents/{number}/resolve",
                 self.button(self.resolve, "resolve"),
                 methods=["POST"],
             ),
             Route(
-                "/incidents/{number:int}/followups",
+                "/incidents/{number}/followups",
                 self.button(self.add_followup, "add follow-ups to"),
                 methods=["POST"],
             ),
             Route(
-                "/incidents/{number:int}/followups/{followup:int}/done",
+                "/incidents/{number}/followups/{followup}/done",
                 self.button(self.followup_done, "close follow-ups of"),
                 methods=["POST"],
             ),
@@ -177,12 +166,11 @@ class Console:
             session = self._session(request)
             if session is None:
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-                return _secure(RedirectResponse(f"/login?next={quote(target)}", 303))
+                return RedirectResponse(f"/login?next={quote(target)}", 303)
             try:
-                response = await handler(request, *session)
+                return await handler(request, *session)
             except BotError as exc:
-                response = self._error(exc, session)
-            return _secure(response)
+                return self._error(exc, session)
 
         return endpoint
 
@@ -214,7 +202,7 @@ class Console:
     # --- login ---------------------------------------------------------------------------
 
     async def login_page(self, request: Request) -> Response:
-        return _secure(self._login_form(request, _local(request.query_params.get("next"))))
+        return self._login_form(request, _local(request.query_params.get("next")))
 
     def _login_form(
         self,
@@ -243,11 +231,11 @@ class Console:
         try:
             form = await _form(request)
         except RequestRejected as exc:
-            return _secure(self._login_form(request, "/", str(exc), 400))
+            return self._login_form(request, "/", str(exc), exc.status)
         next, client = _local(form.get("next")), _client(request)
         if not self.signer.login_token_ok(request.cookies.get(LOGIN), form.get("csrf")):
             logger.warning("console: refused a login form without its CSRF token from %s", client)
-            return _secure(self._login_form(request, next, LOGIN_CSRF_REFUSED, 403))
+            return self._login_form(request, next, LOGIN_CSRF_REFUSED, 403)
         now = self.clock.now()
         username = form.get("username", "")[:64]
         try:
@@ -258,31 +246,31 @@ class Console:
                 user = await run_in_threadpool(self.auth.password, username, password, client, now)
         except LoginThrottled as exc:
             logger.warning("console: login throttled for %r from %s", username or "admin", client)
-            return _secure(self._login_form(request, next, str(exc), 429, username))
+            return self._login_form(request, next, str(exc), 429, username)
         if user is None:
             logger.info("console: failed login for %r from %s", username or "admin", client)
-            return _secure(self._login_form(request, next, WRONG_LOGIN, 401, username))
+            return self._login_form(request, next, WRONG_LOGIN, 401, username)
         value, _ = self.signer.issue(user.id, now)
         response = RedirectResponse(next, 303)
         self.signer.set_session(response, value)
         logger.info("console: %s logged in from %s", user.id, client)
         if self.on_login is not None:
             self.on_login(user.id)
-        return _secure(response)
+        return response
 
     async def logout(self, request: Request) -> Response:
         session = self._session(request)
         if session is None:
-            return _secure(RedirectResponse("/login", 303))
+            return RedirectResponse("/login", 303)
         try:
             form = await _form(request)
         except RequestRejected as exc:
-            return _secure(Response(str(exc), 400, media_type="text/plain"))
+            return Response(str(exc), exc.status, media_type="text/plain")
         if not self.signer.csrf_ok(session[0], form.get("csrf")):
-            return _secure(Response(CSRF_REFUSED, 403, media_type="text/plain"))
+            return Response(CSRF_REFUSED, 403, media_type="text/plain")
         response = RedirectResponse("/login", 303)
         self.signer.clear_session(response)
-        return _secure(response)
+        return response
 
     async def static(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -318,7 +306,7 @@ class Console:
         )
 
     async def incident(self, request: Request, login: Login, user: Clicker) -> Response:
-        number = request.path_params["number"]
+        number = _number(request)
         whole = request.query_params.get("log") == "all"
 
         def read() -> pages.IncidentPage:
@@ -343,7 +331,7 @@ class Console:
         return response
 
     async def card(self, request: Request, login: Login, user: Clicker) -> Response:
-        number = request.path_params["number"]
+        number = _number(request)
 
         def read() -> CardView:
             with self.db.session() as session:
@@ -353,14 +341,14 @@ class Console:
         return self._html("card.html", login, user, card=card, escalation=escalation_line(card))
 
     async def postmortem(self, request: Request, login: Login, user: Clicker) -> Response:
-        number, lang = request.path_params["number"], self._lang(request)
+        number, lang = _number(request), self._lang(request)
         text = await self._draft(number, lang)
         return self._html(
             "postmortem.html", login, user, number=number, lang=lang, html=render.markdown(text)
         )
 
     async def postmortem_md(self, request: Request, login: Login, user: Clicker) -> Response:
-        number, lang = request.path_params["number"], self._lang(request)
+        number, lang = _number(request), self._lang(request)
         text = await self._draft(number, lang)
         filename = f"INC-{number}-postmortem.{lang}.md"
         return Response(
@@ -387,10 +375,14 @@ class Console:
         """The incident's log as server-sent events, `id:` its sequence number, from after
         `Last-Event-ID` (or `?after=`)."""
         if self._session(request) is None:
-            return _secure(Response("log in first: open /login", 401, media_type="text/plain"))
-        number = request.path_params["number"]
+            return Response("log in first: open /login", 401, media_type="text/plain")
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-        after = min(int(raw), pages.LAST_SEQ) if raw.isdigit() and len(raw) < 12 else 0
+        try:
+            number = _number(request)
+            seq = inputs.parse_id(raw, "Last-Event-ID (or ?after=), a log entry's number", low=0)
+        except RequestRejected as exc:
+            return Response(str(exc), exc.status, media_type="text/plain")
+        after = min(seq, pages.LAST_SEQ)
 
         def read(seq: int) -> list[LogLine]:
             with self.db.session() as session:
@@ -432,7 +424,7 @@ class Console:
         response = StreamingResponse(stream(), media_type="text/event-stream")
         response.headers["Cache-Control"] = "no-store"
         response.headers["X-Accel-Buffering"] = "no"
-        return _secure(response)
+        return response
 
     # --- buttons -------------------------------------------------------------------------
 
@@ -443,18 +435,22 @@ class Console:
         async def endpoint(request: Request) -> Response:
             session = self._session(request)
             if session is None:
-                return _secure(Response("log in first: open /login", 401, media_type="text/plain"))
+                return Response("log in first: open /login", 401, media_type="text/plain")
             login, user = session
             try:
                 form = await _form(request)
             except RequestRejected as exc:
-                return _secure(Response(str(exc), 400, media_type="text/plain"))
+                return Response(str(exc), exc.status, media_type="text/plain")
             token = request.headers.get("x-csrf-token") or form.get("csrf")
             if not self.signer.csrf_ok(login, token):
                 logger.warning("console: %s %s refused: CSRF token", user.id, request.url.path)
-                return _secure(Response(CSRF_REFUSED, 403, media_type="text/plain"))
-            number = request.path_params["number"]
-            form.update({key: str(value) for key, value in request.path_params.items()})
+                return Response(CSRF_REFUSED, 403, media_type="text/plain")
+            try:
+                ids = {key: _path_id(request, key) for key in request.path_params}
+            except RequestRejected as exc:
+                return Response(str(exc), exc.status, media_type="text/plain")
+            number = ids["number"]
+            form.update({key: str(value) for key, value in ids.items()})
             asked: list[Unconfirmed] = []
 
             def run() -> tuple[int, str]:
@@ -476,8 +472,8 @@ class Console:
             except BotError as exc:  # the refusal's log entry could not be written
                 status, flash = 503, str(exc)
             if asked and "application/json" not in request.headers.get("accept", ""):
-                return _secure(self._confirm_page(request, login, user, asked[0]))
-            return _secure(self._answer(request, number, status, flash))
+                return self._confirm_page(request, login, user, asked[0])
+            return self._answer(request, number, status, flash)
 
         return endpoint
 
@@ -573,16 +569,25 @@ def _step_flash(run: StepRun, done: str) -> str:
 
 async def _form(request: Request) -> dict[str, str]:
     """An url-encoded form (the last value of each field), at most MAX_FORM_BYTES."""
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM_BYTES:
-            raise RequestRejected(f"the form is larger than {MAX_FORM_BYTES} bytes")
+    hint = "the console's forms are far smaller; reload the page and try again"
+    body = await inputs.read_body(request.headers, request.stream(), MAX_FORM_BYTES, hint=hint)
     try:
         fields = parse_qs(body.decode(), keep_blank_values=True, max_num_fields=50)
     except (UnicodeDecodeError, ValueError) as exc:
         raise RequestRejected(f"the form cannot be read ({exc}); reload the page") from None
     return {key: values[-1] for key, values in fields.items()}
+
+
+PATH_IDS = {"number": "the incident number", "run": "the step run", "followup": "the follow-up"}
+
+
+def _path_id(request: Request, key: str) -> int:
+    """A number the path carries, within the integer column; 400 naming it otherwise."""
+    return inputs.parse_id(request.path_params[key], PATH_IDS[key])
+
+
+def _number(request: Request) -> int:
+    return _path_id(request, "number")
 
 
 def _local(target: str | None) -> str:
@@ -594,9 +599,3 @@ def _local(target: str | None) -> str:
 
 def _client(request: Request) -> str:
     return request.client.host if request.client is not None else "unknown"
-
-
-def _secure(response: Response) -> Response:
-    response.headers.update(SECURITY_HEADERS)
-    response.headers.setdefault("Cache-Control", "no-store")
-    return response

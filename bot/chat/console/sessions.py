@@ -1,21 +1,25 @@
-"""Signed session cookies and CSRF tokens.
+"""Signed session cookies and CSRF tokens, signed with itsdangerous.
 
-A session cookie is `user:expiry:nonce:signature`, the signature an HMAC-SHA256 over the
-rest with the console's session secret (a random one per process when none is set). It
-is HttpOnly, SameSite=Lax, and Secure with `secure_cookies`. The CSRF token of a session
-is an HMAC of its nonce: a form carries it, and a token of another session does not fit.
-Nothing is stored server-side: logging out clears the cookie.
+A session cookie is the user and a random nonce, signed with a timestamp
+(`URLSafeTimedSerializer`, salt `runbook-bot.console.session`) under the console's session
+secret (a random one per process when none is set); it is refused once `session_ttl` old,
+by the injected clock. It is HttpOnly, SameSite=Lax, and Secure with `secure_cookies`. The
+CSRF token of a session is the signature of its nonce under its own salt: a form carries
+it, and a token of another session does not fit. The flash cookie has a salt of its own
+too, so no signed value of one purpose passes for another. Nothing is stored server-side:
+logging out clears the cookie.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
+from itsdangerous import BadSignature, TimestampSigner, URLSafeSerializer, URLSafeTimedSerializer
+from itsdangerous import Signer as ItsSigner
 from starlette.responses import Response
 
 COOKIE = "rbb_session"
@@ -33,31 +37,56 @@ class Login:
     nonce: str
 
 
+SALT = "runbook-bot.console."
+
+
+class _SignedAt(TimestampSigner):
+    """A TimestampSigner on the injected clock: `now` is the instant it signs or checks at."""
+
+    def __init__(self, *args: Any, now: datetime, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.now = now
+
+    def get_timestamp(self) -> int:
+        return int(self.now.timestamp())
+
+
 class Signer:
     def __init__(self, secret: str | None, ttl: timedelta, *, secure: bool) -> None:
-        self._key = (secret or secrets.token_urlsafe(32)).encode()
+        self._key = secret or secrets.token_urlsafe(32)
         self.ttl = ttl
         self.secure = secure
+        self._csrf = ItsSigner(self._key, salt=SALT + "csrf")
+        self._flash = URLSafeSerializer(self._key, salt=SALT + "flash")
+
+    def _sessions(self, now: datetime) -> URLSafeTimedSerializer:
+        return URLSafeTimedSerializer(
+            self._key, salt=SALT + "session", signer=_SignedAt, signer_kwargs={"now": now}
+        )
 
     def issue(self, user: str, now: datetime) -> tuple[str, Login]:
         login = Login(user, int((now + self.ttl).timestamp()), secrets.token_urlsafe(16))
-        body = f"{login.user}:{login.expires}:{login.nonce}"
-        return f"{body}:{self._mac('session', body)}", login
+        return self._sessions(now).dumps([login.user, login.nonce]), login
 
     def read(self, value: str | None, now: datetime) -> Login | None:
         """The login a cookie holds; None when it is missing, forged or expired."""
-        if not value or value.count(":") != 3:
+        if not value or len(value) > 4096:
             return None
-        body, _, mac = value.rpartition(":")
-        if not hmac.compare_digest(mac, self._mac("session", body)):
+        # Valid for ttl seconds and no longer: itsdangerous refuses an age past max_age.
+        ttl = max(0, int(self.ttl.total_seconds()) - 1)
+        try:
+            data, signed = self._sessions(now).loads(value, max_age=ttl, return_timestamp=True)
+        except BadSignature:  # forged, edited, expired or of another purpose
             return None
-        user, expires, nonce = body.split(":")
-        if not expires.isdigit() or int(expires) <= now.timestamp():
+        if not (
+            isinstance(data, list) and len(data) == 2 and all(isinstance(d, str) for d in data)
+        ):
             return None
-        return Login(user, int(expires), nonce)
+        user, nonce = data
+        return Login(user, int((signed + self.ttl).timestamp()), nonce)
 
     def csrf(self, login: Login) -> str:
-        return self._mac("csrf", login.nonce)
+        return self._csrf.get_signature(login.nonce).decode()
 
     def csrf_ok(self, login: Login, token: str | None) -> bool:
         return bool(token) and hmac.compare_digest(str(token), self.csrf(login))
@@ -94,23 +123,16 @@ class Signer:
 
     def set_flash(self, response: Response, text: str) -> None:
         """The answer to a click without JavaScript, shown once on the next page."""
-        body = base64.urlsafe_b64encode(text[:500].encode()).decode()
-        value = f"{body}:{self._mac('flash', body)}"
+        value = self._flash.dumps(text[:500])
         response.set_cookie(
             FLASH, value, max_age=60, httponly=True, samesite="lax", secure=self.secure, path="/"
         )
 
     def read_flash(self, value: str | None) -> str | None:
-        if not value or ":" not in value:
-            return None
-        body, _, mac = value.rpartition(":")
-        if not hmac.compare_digest(mac, self._mac("flash", body)):
+        if not value or len(value) > 4096:
             return None
         try:
-            return base64.urlsafe_b64decode(body.encode()).decode()
-        except ValueError:
+            text = self._flash.loads(value)
+        except BadSignature:
             return None
-
-    def _mac(self, purpose: str, text: str) -> str:
-        digest = hmac.new(self._key, f"{purpose}\n{text}".encode(), hashlib.sha256).digest()
-        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+        return text if isinstance(text, str) else None

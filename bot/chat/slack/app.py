@@ -32,17 +32,18 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bot import inputs
 from bot.chat import cards, decisions, outbox
 from bot.chat.decisions import Clicker
 from bot.chat.models import ChatCard, SlackRequest
-from bot.chat.slack import blocks
+from bot.chat.slack import blocks, ids
 from bot.chat.slack.client import SlackApi
 from bot.chat.slack.people import Roles, person
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database, insert_new
 from bot.durations import format_duration, parse_duration
-from bot.errors import BotError
+from bot.errors import BotError, PayloadInvalid
 from bot.escalation import oncall
 from bot.incidents import log
 from bot.incidents import service as incidents
@@ -55,6 +56,11 @@ from bot.runbooks.models import StepRun
 
 logger = logging.getLogger(__name__)
 
+MAX_BODY_BYTES = 1024 * 1024
+"""Slack's requests are a few KiB (a dialog's submission, the largest, tens): one past
+this is refused with 413 before more of it is read, and before its signature is checked,
+which needs the whole body."""
+TOO_LARGE = "Slack's requests are far smaller; this one is not from Slack"
 REPLAY_WINDOW_S = 600
 """Signatures are kept this long: twice Slack's 300 s window, so none is forgotten early."""
 USAGE = (
@@ -66,7 +72,7 @@ USAGE = (
     "`/incident followup INC-7 what will change @owner 2026-12-31 [mitigate|prevent|process]` "
     "· `/incident followups INC-7` · `/incident followup-done #12`"
 )
-REF = re.compile(r"^(?:INC-)?(\d{1,9})$", re.IGNORECASE)
+REF = re.compile(r"^(?:INC-)?([0-9]{1,9})$", re.IGNORECASE)  # ASCII: \d takes any script
 MENTION = re.compile(r"^<@([A-Z0-9]+)(?:\|[^>]*)?>$")
 DATE_LIKE = re.compile(r"^\d{1,4}[-/.]\d{1,2}(?:[-/.]\d{1,4})?$")
 QUOTED = re.compile(r"[\"“”„«»](.+?)[\"“”„«»]")
@@ -98,6 +104,7 @@ class SlackApp:
             raise_error_for_unhandled_request=False,
         )
         self.app.middleware(self._refuse_replays)
+        self.app.middleware(ids.refuse_bad_ids)
         self.app.action("step.approve")(self._step_button("approve"))
         self.app.action("step.skip")(self._step_button("skip"))
         self.app.action("step.done")(self._done_button)
@@ -120,9 +127,9 @@ class SlackApp:
     async def handle_http(self, request: Request) -> Response:
         """`POST /slack/events`: Bolt's dispatch, off the event loop (it commits to the
         database before it answers)."""
-        body = await request.body()
-        if len(body) > self.settings.max_body_bytes:
-            return Response("request body too large", status_code=413)
+        body = await inputs.read_body(
+            request.headers, request.stream(), MAX_BODY_BYTES, hint=TOO_LARGE
+        )
         bolt = to_bolt_request(request, body)
         answer = await run_in_threadpool(self.app.dispatch, bolt)
         return to_starlette_response(answer)
@@ -202,7 +209,7 @@ class SlackApp:
 
     def _resolve_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
         user = _user(body)
-        number = int(view["private_metadata"])
+        number = inputs.parse_id(view.get("private_metadata"), "the incident number")
         disposition = _input(view, "disposition")
         who = self._clicker(user)
         if not who.roles:
@@ -219,7 +226,7 @@ class SlackApp:
         user = _user(body)
         note = _input(view, "note")
         with self.db.session() as session:
-            run = session.get(StepRun, int(view["private_metadata"]))
+            run = session.get(StepRun, inputs.parse_id(view.get("private_metadata"), "the step"))
         who = self._clicker(user)
         if run is None or not who.roles:
             ack(response_action="errors", errors={"note": decisions.no_role("decide on")})
@@ -285,7 +292,7 @@ class SlackApp:
                     )
                 owner = person(mention.group(1))
             owner = self.decisions.own(who, number, owner)
-            return blocks.ephemeral(f"INC-{number} is owned by {owner}")
+            return blocks.ephemeral(f"INC-{number} is owned by {owner}", [owner])
         if verb == "silence":
             length = _duration(args[1:], f"/incident silence INC-{number} 2h")
             self.decisions.silence(who, number, length)
@@ -344,7 +351,7 @@ class SlackApp:
         that user the on-call (anyone with a role may)."""
         if not args:
             with self.db.session() as session:
-                return blocks.ephemeral(on_call_text(session, self.settings, now))
+                return blocks.ephemeral(*on_call(session, self.settings, now))
         mention = MENTION.match(args[0])
         if mention is None:
             return blocks.ephemeral(
@@ -367,7 +374,8 @@ class SlackApp:
         self.wake()
         return blocks.ephemeral(
             f"{who} is on call until {override.ends_at:%Y-%m-%d %H:%M} UTC (set by {actor.id}); "
-            "the hand-over summary follows by direct message"
+            "the hand-over summary follows by direct message",
+            [who, actor.id],
         )
 
     def _followup_done(
@@ -375,7 +383,7 @@ class SlackApp:
     ) -> tuple[str, list[dict[str, Any]]]:
         """`/incident followup-done #12`: follow-up 12 is done (a role needed)."""
         wanted = args[0].removeprefix("#") if len(args) == 1 else ""
-        if not wanted.isdigit() or len(wanted) > 9:
+        if not (wanted.isascii() and wanted.isdigit()) or len(wanted) > 9:
             return blocks.ephemeral(
                 "which follow-up? e.g. `/incident followup-done #12` (`/incident followups "
                 "INC-7` lists them with their numbers)"
@@ -388,7 +396,8 @@ class SlackApp:
             return blocks.ephemeral(refusal)
         item = self.decisions.followup_done(who, number, int(wanted))
         return blocks.ephemeral(
-            f"Follow-up #{item.id} of INC-{number} is done: {_followup_line(item)}"
+            f"Follow-up #{item.id} of INC-{number} is done: {_followup_line(item)}",
+            [item.owner],
         )
 
     def _followup(
@@ -408,7 +417,8 @@ class SlackApp:
                 return blocks.ephemeral(
                     f"INC-{number} has no follow-ups; add one: `{FOLLOWUP_EXAMPLE}`"
                 )
-            return blocks.ephemeral(f"Follow-ups of INC-{number}:\n" + "\n".join(lines))
+            owners = [item.owner for item in items]
+            return blocks.ephemeral(f"Follow-ups of INC-{number}:\n" + "\n".join(lines), owners)
         who = self._clicker(user)
         refusal = self.decisions.allowed(who, number, "add follow-ups to")
         if refusal is not None:
@@ -424,7 +434,7 @@ class SlackApp:
                 f"`runbook-bot followup set {item.id} --owner slack:U0123ABC --deadline "
                 "2026-12-31`"
             )
-        return blocks.ephemeral(text)
+        return blocks.ephemeral(text, [item.owner])
 
     # --- helpers -----------------------------------------------------------------------
 
@@ -501,8 +511,10 @@ def _actor(user: dict[str, str]) -> log.Actor:
 
 def _value(body: dict[str, Any]) -> int | None:
     actions = body.get("actions") or [{}]
-    value = str(actions[0].get("value", ""))
-    return int(value) if value.isdigit() else None
+    try:
+        return inputs.parse_id(actions[0].get("value", ""), "the button's value")
+    except PayloadInvalid:
+        return None
 
 
 def _number(body: dict[str, Any]) -> int | None:
@@ -514,8 +526,9 @@ def _input(view: dict[str, Any], block: str) -> str:
     return str(((values.get(block) or {}).get("text") or {}).get("value") or "").strip()
 
 
-def on_call_text(session: Session, settings: Settings, now: datetime) -> str:
-    """Who is on call now (and from where, until when), and who comes after."""
+def on_call(session: Session, settings: Settings, now: datetime) -> tuple[str, list[str | None]]:
+    """Who is on call now (and from where, until when), and who comes after; and those
+    people, whose ids the answer mentions."""
     now_on = oncall.current(session, settings, now)
     if now_on.person is None:
         text = "Nobody is on call (no rotation, no override): pages go to the responders."
@@ -526,7 +539,7 @@ def on_call_text(session: Session, settings: Settings, now: datetime) -> str:
     if after is not None and after.person is not None:
         text += f"\nNext: {after.person} ({after.source}"
         text += f", until {after.until:%a %Y-%m-%d %H:%M} UTC)" if after.until else ")"
-    return text
+    return text, [now_on.person, after.person if after is not None else None]
 
 
 def _duration(args: list[str], example: str) -> timedelta:

@@ -41,7 +41,7 @@ from bot.chat.slack.mrkdwn import (
     plain,
     safe,
     section,
-    with_mentions,
+    with_people,
 )
 from bot.chat.views import CardView, LogLine, StepView
 from bot.chat.wording import elapsed, escalation_line, utc
@@ -244,7 +244,7 @@ def _step_line(step: StepView, now: datetime, limit: int) -> str:
         parts.append(f"expires in {elapsed(left)}" if left > timedelta(0) else "expired")
     line = " · ".join(parts)
     if step.summary.strip():
-        line += f" — {with_mentions(one_line(step.summary))}"
+        line += f" — {escape(one_line(step.summary))}"
     return clip(line, limit, markup=True)
 
 
@@ -321,7 +321,7 @@ def thread_message(lines: Sequence[LogLine]) -> ThreadPost:
 def _log_line(line: LogLine) -> str:
     """`04:12:03 <@U0123ABC> — approved power cycle (1/2)`, in UTC, on one line."""
     at = utc(line.at).strftime("%H:%M:%S")
-    text = f"{at} {person(line.actor)} — {with_mentions(one_line(line.summary))}"
+    text = f"{at} {person(line.actor)} — {escape(one_line(line.summary))}"
     return clip(text, SECTION_TEXT, markup=True)
 
 
@@ -355,7 +355,7 @@ def resolve_modal(view: CardView) -> Block:
 
 def done_modal(run_id: int, step: str, summary: str = "") -> Block:
     """Marks a manual step done, with a note (required) of what was found or changed."""
-    shown = with_mentions(one_line(summary)) or "Marks this manual step done."
+    shown = escape(one_line(summary)) or "Marks this manual step done."
     return {
         "type": "modal",
         "callback_id": "step.done",
@@ -413,10 +413,11 @@ def page(who: str, text: str) -> tuple[str, list[Block]]:
     return clip(safe(f"page: {text}", SECTION_TEXT), SECTION_TEXT, markup=True), [section(body)]
 
 
-def ephemeral(text: str) -> tuple[str, list[Block]]:
-    """A refusal or notice only the clicker sees (`you need the responder role ...`)."""
+def ephemeral(text: str, people: Iterable[str | None] = ()) -> tuple[str, list[Block]]:
+    """A refusal or notice only the clicker sees (`you need the responder role ...`); the
+    `slack:U...` ids of `people` (structured, never text) show as mentions."""
     plain = clip(safe(text, SECTION_TEXT), SECTION_TEXT, markup=True)
-    return plain, [section(clip(with_mentions(text), SECTION_TEXT, markup=True))]
+    return plain, [section(clip(with_people(text, people), SECTION_TEXT, markup=True))]
 
 
 def flood_summary(

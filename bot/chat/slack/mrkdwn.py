@@ -1,9 +1,11 @@
 """Slack mrkdwn and Block Kit objects, within Slack's limits and safe for untrusted text.
 
 Slack rejects a whole message when one limit is exceeded, so every text is clipped here
-with an ellipsis rather than trusted to fit, and alert text is escaped so a label cannot
-mention `<!channel>` or smuggle a link. `slack:U0123ABC` ids (ours, never from alerts)
-become mentions.
+with an ellipsis rather than trusted to fit, and alert and log text is escaped so a label
+cannot mention `<!channel>`, `<@U0CEO12345>` or `<!subteam^S1>`, link `<#C1>` or smuggle
+a link. Mentions come only from the bot's own structured ids: `person(actor)` for a log
+entry's or a decision's actor (`slack:U0123ABC`), and `blocks.page` for the person or
+group being paged; never from text (a `slack:U0123ABC` written in an alert stays text).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ NAMES = 160
 
 BLANK = re.compile(r"[\s\x00-\x1f\x7f]+")
 SLACK_USER = re.compile(r"slack:([UW][A-Z0-9]{2,30})")
-SLACK_USER_IN_TEXT = re.compile(r"(?<![\w:])slack:([UW][A-Z0-9]{2,30})(?![A-Za-z0-9])")
+DEFANG = re.compile(r"<(?=\S)")
 SAFE_URL = re.compile(r"https?://[^\s<>|&]+")
 
 
@@ -80,9 +82,16 @@ def person(actor: str) -> str:
     return f"<@{match.group(1)}>" if match else safe(actor, 60)
 
 
-def with_mentions(text: str) -> str:
-    """Escaped `text` in which `slack:U...` ids become mentions (ours, so never injected)."""
-    return SLACK_USER_IN_TEXT.sub(lambda m: f"<@{m.group(1)}>", escape(text))
+def with_people(text: str, people: Iterable[str | None]) -> str:
+    """Escaped `text` in which the `slack:U...` ids of `people` (the bot's own structured
+    data: an owner, an on-call person) become mentions; any other id stays text."""
+    shown = escape(text)
+    for who in {p for p in people if p}:
+        match = SLACK_USER.fullmatch(who)
+        if match is not None:
+            own = re.compile(rf"(?<![\w:]){re.escape(who)}(?![A-Za-z0-9])")
+            shown = own.sub(f"<@{match.group(1)}>", shown)
+    return shown
 
 
 def names(items: Iterable[str], limit: int = NAMES) -> str:
@@ -104,8 +113,11 @@ def names(items: Iterable[str], limit: int = NAMES) -> str:
 
 
 def plain(text: str, limit: int) -> Block:
-    # plain_text is never parsed for mentions or links, so it is clipped, not escaped.
-    return {"type": "plain_text", "text": clip(one_line(text) or "-", limit), "emoji": True}
+    # plain_text is never parsed for mentions or links, so it is clipped, not escaped;
+    # an opening `<` still becomes `‹`, so that no `<@U1>` or `<!channel>` of an alert
+    # reaches Slack in any field, whatever a client does with it.
+    shown = DEFANG.sub("‹", clip(one_line(text) or "-", limit))
+    return {"type": "plain_text", "text": shown, "emoji": True}
 
 
 def mrkdwn(text: str, limit: int = SECTION_TEXT) -> Block:

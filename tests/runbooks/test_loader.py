@@ -141,8 +141,8 @@ def test_runbook_invalid_is_a_bot_error_listing_every_problem() -> None:
             "    action: k8s.cordon\n",
             "    action: k8s.cordon\n    timeout: 99999999999999d\n",
             [
-                "rb.yaml:16:14 steps[1].timeout: '99999999999999d' is too long a duration "
-                "(at most 999999999 days)"
+                "rb.yaml:16:14 steps[1].timeout: '99999999999999d' is longer than 3650d; "
+                "write a shorter duration"
             ],
             id="duration-overflow",
         ),

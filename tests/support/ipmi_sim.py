@@ -179,15 +179,37 @@ class SimBmc:
         without it each run first waits out that request.
         """
         argv = ["ipmitool", "-I", "lanplus", "-H", self.address, "-p", str(self.port)]
-        argv += ["-U", self.username, "-E", "-C", "3", "-N", "1", "-R", "1", "-Z", *command]
-        env = {"PATH": os.environ.get("PATH", ""), "LANG": "C", "IPMI_PASSWORD": self.password}
-        return subprocess.run(
-            argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10
-        )
+        argv += ["-U", self.username, "-C", "3", "-N", "1", "-R", "1", "-Z"]
+        env = {"PATH": os.environ.get("PATH", ""), "LANG": "C"}
+        with password_pipe(self.password) as fd:
+            return subprocess.run(
+                [*argv, "-f", f"/dev/fd/{fd}", *command],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=10,
+                pass_fds=(fd,),
+            )
 
     def wait_for(self, check: Callable[[], T | None], what: str) -> T:
         """Poll `check` until it returns a truthy value; fail with the log tail if it never does."""
         return wait_until(check, what, details=self.log_tail)
+
+
+@contextmanager
+def password_pipe(password: str) -> Iterator[int]:
+    """The read end of a pipe holding `password`, for ipmitool's `-f /dev/fd/N`: the way
+    the bot hands it over (never `-E`, whose environment `ps e` shows)."""
+    read_end, write_end = os.pipe()
+    try:
+        try:
+            os.write(write_end, password.encode() + b"\n")
+        finally:
+            os.close(write_end)
+        yield read_end
+    finally:
+        os.close(read_end)
 
 
 def wait_until(

@@ -21,7 +21,7 @@ from typing import TypeVar, overload
 
 import tenacity
 
-__all__ = ["MAX_RETRY_AFTER", "Wait", "backoff", "call", "retry_after"]
+__all__ = ["MAX_RETRY_AFTER", "Wait", "backoff", "call", "immediately", "retry_after"]
 
 T = TypeVar("T")
 Wait = Callable[[BaseException, int], float]
@@ -54,11 +54,17 @@ def call(
         stop=tenacity.stop_after_attempt(max(1, attempts)),
         retry=tenacity.retry_if_exception(retry_if),
         wait=waiting,
-        sleep=sleep,
+        sleep=lambda seconds: sleep(seconds) if seconds > 0 else None,
         before_sleep=noting,
         reraise=True,
     )
     return retrying(fn)
+
+
+def immediately(_exc: BaseException, _attempt: int) -> float:
+    """No wait: for a lost race (a 409 Conflict, a unique key taken meanwhile), where the
+    next attempt reads what the winner wrote and nothing is gained by waiting."""
+    return 0.0
 
 
 def backoff(first: float, most: float, factor: float = 2.0) -> Wait:

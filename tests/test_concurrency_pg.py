@@ -1,4 +1,5 @@
-"""Concurrency on PostgreSQL: racing webhook posts and racing acknowledgements.
+"""Concurrency on PostgreSQL: racing webhook posts, an ingest that loses a unique key and
+retries, and racing acknowledgements.
 
 Many workers are released together by a barrier against the live server (or the service)
 on a real PostgreSQL database; each round uses fresh groups so earlier rounds cannot hide
@@ -187,3 +188,52 @@ def test_concurrent_acknowledgements_write_exactly_one_log_entry(
             assert incident.owner == incident.acknowledged_by == acks[0].actor_id
             assert incident.owner in users
             assert log.verify(incident, entries) is None
+
+
+def test_an_ingest_that_loses_an_alert_to_another_group_retries_and_joins_the_winner(
+    pg_db: Database, clock: FrozenClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two groups carry one alert. The first group's transaction holds the alert's row,
+    uncommitted, while the second group's ingest inserts it too: that insert waits on the
+    unique index, then fails when the first commits. The retry (bot.retrying, no wait)
+    reads the winner's row and joins its incident instead of failing the webhook."""
+    shared = alert(host="race-gpu-node", gpu=0)
+    first = WebhookPayload.model_validate(
+        notification([shared], group={"alertname": "GPUXIDError", "Hostname": "race-gpu-node"})
+    )
+    second = WebhookPayload.model_validate(
+        notification([shared], group={"alertname": "GPUXIDError", "cluster": "race"})
+    )
+    window = timedelta(hours=24)
+    caplog.set_level("INFO", logger="bot.alerts.ingest")
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with pg_db.transaction() as session:
+            winner = ingest._ingest(session, first, clock.now(), window, None)
+            late = pool.submit(ingest.ingest, pg_db, second, clock=clock, reopen_window=window)
+            _wait_for_a_lock_wait(pg_db, late)
+        result = late.result(timeout=WAIT)
+
+    assert result.incident == winner.incident and not result.opened
+    assert any("lost a race; retrying" in r.getMessage() for r in caplog.records)
+    with pg_db.session() as session:
+        assert session.scalar(select(func.count()).select_from(Alert)) == 1
+        assert session.scalar(select(func.count()).select_from(Incident)) == 1
+        incident = service.get(session, winner.incident)
+        assert log.verify(incident, log.entries(session, winner.incident)) is None
+
+
+def _wait_for_a_lock_wait(db: Database, job: Any) -> None:
+    """Until some session of the database waits on a lock (the loser's insert), bounded."""
+    pause = threading.Event()
+    for _ in range(int(WAIT / 0.05)):
+        assert not job.done(), job.result()  # it finished without waiting: no race was made
+        with db.engine.connect() as conn:
+            waiting = conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).scalar()
+        if waiting:
+            return
+        pause.wait(0.05)
+    raise AssertionError("the second ingest never waited on the first one's alert row")

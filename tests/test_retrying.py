@@ -78,3 +78,23 @@ def test_call_raises_the_last_failure_when_the_attempts_run_out() -> None:
             sleep=lambda s: None, before_sleep=lambda e, n, s: seen.append((n, s)),
         )  # fmt: skip
     assert seen == [(1, 1.0), (2, 2.0)]
+
+
+def test_a_lost_race_is_tried_again_at_once_without_sleeping() -> None:
+    slept: list[float] = []
+    tries: list[int] = []
+
+    def conflicted() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise LookupError("409 Conflict")
+        return "written"
+
+    result = retrying.call(
+        conflicted,
+        attempts=5,
+        retry_if=lambda exc: isinstance(exc, LookupError),
+        wait=retrying.immediately,
+        sleep=slept.append,
+    )
+    assert (result, len(tries), slept) == ("written", 3, [])

@@ -31,6 +31,7 @@ from sqlalchemy import Table, func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from bot import retrying
 from bot.alerts import grouping, staging
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 from bot.clock import Clock
@@ -141,17 +142,25 @@ def ingest(
         ]
         return results[0]
     loaded = catalog.match(_trigger(payload)[0]) if catalog is not None else None
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            with db.transaction() as session:
-                if db.is_postgres:
-                    _lock_group(session, group_hash(payload.group_key, drill_of(payload)))
-                return _ingest(session, payload, clock.now(), reopen_window, loaded, escalation)
-        except IntegrityError:
-            if attempt == ATTEMPTS:
-                raise
-            logger.info("ingest of group %s lost a race; retrying", payload.group_key[:80])
-    raise AssertionError("unreachable")
+
+    def attempt() -> IngestResult:
+        with db.transaction() as session:
+            if db.is_postgres:
+                _lock_group(session, group_hash(payload.group_key, drill_of(payload)))
+            return _ingest(session, payload, clock.now(), reopen_window, loaded, escalation)
+
+    def lost(_exc: BaseException, _attempt: int, _seconds: float) -> None:
+        logger.info("ingest of group %s lost a race; retrying", payload.group_key[:80])
+
+    # Another transaction took a unique key first (the group's active incident, an alert
+    # instance): the next attempt sees what it wrote and joins it.
+    return retrying.call(
+        attempt,
+        attempts=ATTEMPTS,
+        retry_if=lambda exc: isinstance(exc, IntegrityError),
+        wait=retrying.immediately,
+        before_sleep=lost,
+    )
 
 
 def _trigger(payload: WebhookPayload) -> tuple[dict[str, str], dict[str, str]]:

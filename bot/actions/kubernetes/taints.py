@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from pydantic import Field
 
+from bot import retrying
 from bot.actions import breaker, cluster
 from bot.actions.context import ActionContext
 from bot.actions.kubernetes import api, marks, nodes
@@ -68,17 +69,21 @@ def _write(
     """Write `plan(node)` with the node's resourceVersion; on 409 Conflict read the node
     again and plan again. Returns the node last read and the edit written (None: nothing
     to do)."""
-    for attempt in range(ATTEMPTS):
-        if attempt:
+    latest, tries = node, 0
+
+    def write_once() -> tuple[Any, Edit | None]:
+        nonlocal latest, tries
+        tries += 1
+        if tries > 1:
             ctx.progress(f"{name} changed while the bot edited it; reading it again")
-            node = api.read_node(ctx, name)
-        edit = plan(node)
+            latest = api.read_node(ctx, name)
+        edit = plan(latest)
         if edit is None:
-            return node, None
+            return latest, None
         records = json.dumps(edit.records, separators=(",", ":")) if edit.records else None
         body = {
             "metadata": {
-                "resourceVersion": node.metadata.resource_version,
+                "resourceVersion": latest.metadata.resource_version,
                 "annotations": {TAINTS: records},
             },
             "spec": {"taints": edit.taints or None},
@@ -95,13 +100,26 @@ def _write(
                 _content_type=api.MERGE_PATCH,
                 **api.dry_run(ctx),
             )
-        except ApiException:
-            continue
-        return node, edit
-    raise TemporaryActionError(
-        f"cannot {what}: the node changed {ATTEMPTS} times while the bot edited it; try again",
-        delay=5,
-    )
+        except ApiException as exc:
+            raise _Conflict from exc
+        return latest, edit
+
+    try:
+        return retrying.call(
+            write_once,
+            attempts=ATTEMPTS,
+            retry_if=lambda exc: isinstance(exc, _Conflict),
+            wait=retrying.immediately,  # kubectl too retries a conflict at once, re-reading
+        )
+    except _Conflict:
+        raise TemporaryActionError(
+            f"cannot {what}: the node changed {ATTEMPTS} times while the bot edited it; try again",
+            delay=5,
+        ) from None
+
+
+class _Conflict(Exception):
+    """The node's resourceVersion moved between the bot's read and its write (409)."""
 
 
 class TaintParams(nodes.NodeParams):

@@ -6,18 +6,49 @@ GPU nodes the bot currently holds out of service (its cordon, or its NoSchedule/
 taint); past max(1, fraction x GPU nodes), capped at
 `breaker_max_nodes`, it refuses with the count and the nodes. An admin override lets the
 action through and is recorded in the incident log.
+
+The count and the patch that follows it are one step: `held` serialises them, first among
+the threads of this process (`PROCESS_LOCK`), then across processes with the context's
+`breaker_lock` (the database's, `bot.actions.breaker_lock`), so two workers cordoning at
+once cannot both pass a limit of one. A cancelled run (its step timed out) gets neither.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
 
 from kubernetes import client
 
 from bot.actions import cluster
 from bot.actions.context import ActionContext
 from bot.actions.kubernetes import marks
-from bot.errors import BreakerOpen
+from bot.errors import BreakerOpen, TemporaryActionError
+
+PROCESS_LOCK = threading.Lock()
+"""Held by the one thread of this process between a breaker count and its patch."""
+
+
+@contextlib.contextmanager
+def held(ctx: ActionContext) -> Iterator[None]:
+    """Hold the breaker for a `check` and the patch after it (no other worker counts or
+    patches meanwhile). The wait is bounded by the worker's database lock timeout."""
+    ctx.checkpoint("the circuit breaker check")
+    wait = ctx.settings.database_worker_lock_timeout.total_seconds()
+    if not PROCESS_LOCK.acquire(timeout=wait):
+        raise TemporaryActionError(
+            f"another action of this process held the circuit breaker for more than "
+            f"{wait:.0f} s; the step is tried again later",
+            delay=10,
+        )
+    try:
+        with ctx.breaker_lock() if ctx.breaker_lock is not None else contextlib.nullcontext():
+            ctx.checkpoint("the circuit breaker check")
+            yield
+    finally:
+        PROCESS_LOCK.release()
 
 
 def limit(gpu_nodes: int, *, fraction: float, cap: int) -> int:
@@ -25,7 +56,9 @@ def limit(gpu_nodes: int, *, fraction: float, cap: int) -> int:
 
 
 def check(ctx: ActionContext, node: str) -> None:
-    """Refuse (BreakerOpen) when taking `node` out would pass the bound; else return."""
+    """Refuse (BreakerOpen) when taking `node` out would pass the bound; else return.
+    Call it, and make the patch, inside `held`."""
+    ctx.checkpoint("the circuit breaker check")
     settings = ctx.settings
     api = client.CoreV1Api(ctx.kube())
     nodes = cluster.call(

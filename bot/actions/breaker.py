@@ -7,10 +7,10 @@ taint); past max(1, fraction x GPU nodes), capped at
 `breaker_max_nodes`, it refuses with the count and the nodes. An admin override lets the
 action through and is recorded in the incident log.
 
-The count and the patch that follows it are one step: `held` serialises them, first among
-the threads of this process (`PROCESS_LOCK`), then across processes with the context's
-`breaker_lock` (the database's, `bot.actions.breaker_lock`), so two workers cordoning at
-once cannot both pass a limit of one. A cancelled run (its step timed out) gets neither.
+The count and the patch that follows it are one step: `held` serialises them under the
+context's `breaker_lock` (the database's, `bot.actions.breaker_lock`: PostgreSQL's advisory
+lock, or on SQLite this process's lock and a file lock), so two workers cordoning at once
+cannot both pass a limit of one. A cancelled run (its step timed out) gets no further.
 """
 
 from __future__ import annotations
@@ -28,15 +28,13 @@ from bot.actions.kubernetes import marks
 from bot.errors import BreakerOpen, TemporaryActionError
 
 PROCESS_LOCK = threading.Lock()
-"""Held by the one thread of this process between a breaker count and its patch."""
+"""Held by the one thread of this process between a breaker count and its patch, where
+no database lock serialises them (SQLite, or no database at hand)."""
 
 
 @contextlib.contextmanager
-def held(ctx: ActionContext) -> Iterator[None]:
-    """Hold the breaker for a `check` and the patch after it (no other worker counts or
-    patches meanwhile). The wait is bounded by the worker's database lock timeout."""
-    ctx.checkpoint("the circuit breaker check")
-    wait = ctx.settings.database_worker_lock_timeout.total_seconds()
+def process_lock(wait: float) -> Iterator[None]:
+    """`PROCESS_LOCK`, waited for at most `wait` seconds."""
     if not PROCESS_LOCK.acquire(timeout=wait):
         raise TemporaryActionError(
             f"another action of this process held the circuit breaker for more than "
@@ -44,11 +42,21 @@ def held(ctx: ActionContext) -> Iterator[None]:
             delay=10,
         )
     try:
-        with ctx.breaker_lock() if ctx.breaker_lock is not None else contextlib.nullcontext():
-            ctx.checkpoint("the circuit breaker check")
-            yield
+        yield
     finally:
         PROCESS_LOCK.release()
+
+
+@contextlib.contextmanager
+def held(ctx: ActionContext) -> Iterator[None]:
+    """Hold the breaker for a `check` and the patch after it: no other worker counts or
+    patches meanwhile. The context's `breaker_lock` (the database's) when it has one,
+    else this process's lock; the wait is bounded by the worker's database lock timeout."""
+    ctx.checkpoint("the circuit breaker check")
+    wait = ctx.settings.database_worker_lock_timeout.total_seconds()
+    with ctx.breaker_lock() if ctx.breaker_lock is not None else process_lock(wait):
+        ctx.checkpoint("the circuit breaker check")
+        yield
 
 
 def limit(gpu_nodes: int, *, fraction: float, cap: int) -> int:

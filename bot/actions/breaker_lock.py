@@ -9,7 +9,7 @@ transaction of its own, released when the patch is done or failed (or when the s
 dies, so a killed worker never leaves it held); its wait is bounded by the session's
 `lock_timeout`. SQLite is one machine's file: an exclusive `flock` on a file beside it keeps
 processes apart without holding SQLite's own write lock (which every request needs) across
-the Kubernetes calls. Threads of one process queue on `breaker.PROCESS_LOCK` first.
+the Kubernetes calls; threads of one process queue on `breaker.PROCESS_LOCK` before it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from bot.actions import breaker
 from bot.clock import Clock
 from bot.db import Database
 from bot.errors import StorageUnavailable, TemporaryActionError
@@ -43,11 +44,12 @@ def across(db: Database, clock: Clock, *, wait: float) -> Iterator[None]:
             yield
         return
     path = lock_file(db.url)
-    if path is None:  # an in-memory database: one process by definition
-        yield
-        return
-    with _flock(path, clock, wait):
-        yield
+    with breaker.process_lock(wait):
+        if path is None:  # an in-memory database: one process by definition
+            yield
+            return
+        with _flock(path, clock, wait):
+            yield
 
 
 @contextlib.contextmanager

@@ -51,10 +51,13 @@ def process_lock(wait: float) -> Iterator[None]:
 def held(ctx: ActionContext) -> Iterator[None]:
     """Hold the breaker for a `check` and the patch after it: no other worker counts or
     patches meanwhile. The context's `breaker_lock` (the database's) when it has one,
-    else this process's lock; the wait is bounded by the worker's database lock timeout."""
+    else (and for a dry run) this process's lock; the wait is bounded by the worker's
+    database lock timeout."""
     ctx.checkpoint("the circuit breaker check")
     wait = ctx.settings.database_worker_lock_timeout.total_seconds()
-    with ctx.breaker_lock() if ctx.breaker_lock is not None else process_lock(wait):
+    # A dry run takes nothing out of service: this process's lock is enough for it.
+    across = ctx.breaker_lock is not None and not ctx.dry_run
+    with ctx.breaker_lock() if across and ctx.breaker_lock else process_lock(wait):
         ctx.checkpoint("the circuit breaker check")
         yield
 

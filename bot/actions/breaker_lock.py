@@ -31,7 +31,7 @@ from bot.errors import StorageUnavailable, TemporaryActionError
 __all__ = ["KEY", "across", "lock_file"]
 
 KEY = 0x7262_6F74_6272_6B72
-"""The advisory lock's key ('rbotbrkr'); one for the whole fleet of one bot's database."""
+"""The advisory lock's key ('rbotbrkr', a positive bigint); one per bot's database."""
 FILE_POLL = 0.05
 """Seconds between two tries at the SQLite lock file."""
 
@@ -57,7 +57,7 @@ def _advisory(db: Database) -> Iterator[None]:
     held = False
     try:
         with db.transaction() as session:
-            session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _signed(KEY)})
+            session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": KEY})
             held = True
             yield
     except StorageUnavailable as exc:
@@ -102,8 +102,3 @@ def lock_file(url: str) -> Path | None:
     if not database or database == ":memory:" or database.startswith("file::memory:"):
         return None
     return Path(database).with_name(Path(database).name + ".breaker-lock")
-
-
-def _signed(key: int) -> int:
-    """PostgreSQL's bigint is signed."""
-    return key - (1 << 64) if key >= 1 << 63 else key

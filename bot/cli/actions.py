@@ -141,7 +141,11 @@ def _breaker_lock(
     @contextlib.contextmanager
     def held() -> Iterator[None]:
         wait = settings.database_lock_timeout.total_seconds()
-        with common.database(settings) as db, breaker_lock.across(db, clock, wait=wait):
+        # No schema needed: the lock is PostgreSQL's advisory lock or a file beside SQLite's.
+        with (
+            common.database(settings, migrated=False) as db,
+            breaker_lock.across(db, clock, wait=wait),
+        ):
             yield
 
     return held

@@ -9,12 +9,18 @@ worker runs all eight at once in its pool, serialised by its process and file lo
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
+from bot.actions import breaker_lock
+from bot.cli import main
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.sim import SimHandle, running, seed
@@ -68,9 +74,7 @@ def _workers(rig: Rig, sim: SimHandle) -> list[Worker]:
     ]
 
 
-def test_eight_cordons_at_once_under_a_cap_of_one_cordon_one_node(
-    rig: Rig, sim: SimHandle
-) -> None:
+def test_eight_cordons_at_once_under_a_cap_of_one_cordon_one_node(rig: Rig, sim: SimHandle) -> None:
     numbers = [rig.fire(host=node) for node in NODES]
     for number in numbers:
         rig.approve(number, "cordon", "alice")
@@ -111,3 +115,45 @@ def test_eight_cordons_at_once_under_a_cap_of_one_cordon_one_node(
         )
         failed = [e for e in rig.log(number) if e.type == "action.failed"]
         assert len(failed) == 1 and "the limit is 1" in failed[0].summary
+
+
+@contextlib.contextmanager
+def _breaker_held_elsewhere(db: Database) -> Iterator[None]:
+    """The breaker's lock as another process holds it: PostgreSQL's advisory lock in a
+    session of its own, or the lock file beside SQLite's database."""
+    if db.is_postgres:
+        with db.transaction() as session:
+            session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": breaker_lock.KEY})
+            yield
+        return
+    path = breaker_lock.lock_file(db.url)
+    assert path is not None
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def test_a_cordon_from_the_cli_waits_for_the_breaker_lock_the_workers_hold(
+    db: Database,
+    sim: SimHandle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", db.url)
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_LOCK_TIMEOUT", "300ms")
+    monkeypatch.setenv("RUNBOOK_BOT_KUBECONFIG", str(sim.write_kubeconfig(tmp_path / "kc")))
+
+    with _breaker_held_elsewhere(db):
+        code = main(["action", "k8s.cordon", "node=gpu-node-02"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "the circuit breaker's lock" in out + err
+    assert sim.cluster.requests_made(method="PATCH") == []
+    assert not sim.cluster.snapshot().nodes["gpu-node-02"].unschedulable
+
+    assert main(["action", "k8s.cordon", "node=gpu-node-02"]) == 0  # the lock is free again
+    assert sim.cluster.snapshot().nodes["gpu-node-02"].unschedulable

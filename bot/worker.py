@@ -184,6 +184,15 @@ class Worker:
                     )
                 away = exc
                 continue
+            except Exception:  # a bug recording it: drop it; the reaper asks people again
+                logger.exception(
+                    "worker %s: recording step %s of INC-%s failed; it is left to the reaper",
+                    self.owner,
+                    running.claim.step,
+                    running.claim.incident,
+                )
+                running.cancelled.set()
+                over = True
             if over:
                 del self._hand[run_id]
                 recorded = True

@@ -284,6 +284,14 @@ class Settings(BaseSettings):
         description="How long a worker holds a running step before another may declare it "
         "interrupted (renewed while the action runs).",
     )
+    worker_actions: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="How many actions one worker runs at once, each on a thread of its own "
+        "(a drain or a reboot runs for many minutes). Proposing, timers, pages, expiry and "
+        "reaping never wait for them; an approved step waits for a free slot.",
+    )
     worker_poll: Duration = Field(
         timedelta(seconds=1),
         gt=timedelta(0),

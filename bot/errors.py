@@ -25,6 +25,8 @@
     │   │                         and the failure's `kind`, which runbooks branch on
     │   ├── PermanentActionError  retrying will not help (refused, forbidden, not found)
     │   │   ├── BreakerOpen       the circuit breaker refuses more cordoned GPU nodes
+    │   │   ├── ActionCancelled   the run was cancelled (its step timed out): nothing more
+    │   │   │                     is done on its behalf
     │   │   └── CredentialsRefused  the target refused the login (wrong password, unknown
     │   │                         user, too few rights) or the profile cannot be read
     │   └── TemporaryActionError  may succeed later; `delay` says when to try again
@@ -140,6 +142,13 @@ class CredentialsRefused(PermanentActionError):
 
 class BreakerOpen(PermanentActionError):
     """The circuit breaker refuses to take more GPU nodes out of service."""
+
+
+class ActionCancelled(PermanentActionError):
+    """The action's run was cancelled (its step timed out, the step moved on): it stops at
+    its next call to the cluster or a BMC instead of acting for a step that is over."""
+
+    kind = "cancelled"
 
 
 class TemporaryActionError(ActionError):

@@ -6,18 +6,60 @@ GPU nodes the bot currently holds out of service (its cordon, or its NoSchedule/
 taint); past max(1, fraction x GPU nodes), capped at
 `breaker_max_nodes`, it refuses with the count and the nodes. An admin override lets the
 action through and is recorded in the incident log.
+
+The count and the patch that follows it are one step: `held` serialises them under the
+context's `breaker_lock` (the database's, `bot.actions.breaker_lock`: PostgreSQL's advisory
+lock, or on SQLite this process's lock and a file lock), so two workers cordoning at once
+cannot both pass a limit of one. A cancelled run (its step timed out) gets no further.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
 
 from kubernetes import client
 
 from bot.actions import cluster
 from bot.actions.context import ActionContext
 from bot.actions.kubernetes import marks
-from bot.errors import BreakerOpen
+from bot.errors import BreakerOpen, TemporaryActionError
+
+PROCESS_LOCK = threading.Lock()
+"""Held by the one thread of this process between a breaker count and its patch, where
+no database lock serialises them (SQLite, or no database at hand)."""
+
+
+@contextlib.contextmanager
+def process_lock(wait: float) -> Iterator[None]:
+    """`PROCESS_LOCK`, waited for at most `wait` seconds."""
+    if not PROCESS_LOCK.acquire(timeout=wait):
+        raise TemporaryActionError(
+            f"another action of this process held the circuit breaker for more than "
+            f"{wait:.0f} s; the step is tried again later",
+            delay=10,
+        )
+    try:
+        yield
+    finally:
+        PROCESS_LOCK.release()
+
+
+@contextlib.contextmanager
+def held(ctx: ActionContext) -> Iterator[None]:
+    """Hold the breaker for a `check` and the patch after it: no other worker counts or
+    patches meanwhile. The context's `breaker_lock` (the database's) when it has one,
+    else (and for a dry run) this process's lock; the wait is bounded by the worker's
+    database lock timeout."""
+    ctx.checkpoint("the circuit breaker check")
+    wait = ctx.settings.database_worker_lock_timeout.total_seconds()
+    # A dry run takes nothing out of service: this process's lock is enough for it.
+    across = ctx.breaker_lock is not None and not ctx.dry_run
+    with ctx.breaker_lock() if across and ctx.breaker_lock else process_lock(wait):
+        ctx.checkpoint("the circuit breaker check")
+        yield
 
 
 def limit(gpu_nodes: int, *, fraction: float, cap: int) -> int:
@@ -25,7 +67,9 @@ def limit(gpu_nodes: int, *, fraction: float, cap: int) -> int:
 
 
 def check(ctx: ActionContext, node: str) -> None:
-    """Refuse (BreakerOpen) when taking `node` out would pass the bound; else return."""
+    """Refuse (BreakerOpen) when taking `node` out would pass the bound; else return.
+    Call it, and make the patch, inside `held`."""
+    ctx.checkpoint("the circuit breaker check")
     settings = ctx.settings
     api = client.CoreV1Api(ctx.kube())
     nodes = cluster.call(

@@ -3,23 +3,35 @@
 Actions never import chat, the engine or the incident log; they report through the two
 callbacks here. `progress` updates whoever watches (the CLI prints it, the chat card will
 edit itself); `record` writes a structured event to the incident's log when there is one.
+
+`cancelled` is set by whoever waits for the action when it stops waiting (the step timed
+out): `checkpoint`, called before every Kubernetes and BMC call and before the circuit
+breaker's check and the patch after it, then raises `ActionCancelled`, so an action that
+outlived its step does nothing more on its behalf. `breaker_lock` is the lock, across
+processes, that the breaker's count and the patch after it are held under (the database's,
+given by whoever has the database; `bot.actions.breaker_lock`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from bot.clock import Clock, SystemClock
 from bot.config import Settings
+from bot.errors import ActionCancelled
 
 Progress = Callable[[str], None]
 Record = Callable[[str, str, dict[str, Any]], None]
 AlertHistory = Callable[[str, datetime], list[dict[str, Any]]]
 """(node, since) -> the alerts recorded on that node since then, across incidents: dicts
 with incident (number), alertname, labels, starts_at (datetime), status."""
+BreakerLock = Callable[[], AbstractContextManager[None]]
+"""Enter to hold the circuit breaker's lock across processes (the bot's database)."""
 
 
 def _ignore_progress(message: str) -> None:
@@ -47,10 +59,26 @@ class ActionContext:
     kube_factory: Callable[[], Any] | None = None
     # The incident store's memory of earlier alerts, given by whoever has the database.
     alert_history: AlertHistory | None = None
+    # Set when nobody waits for this run any more (its step timed out): see `checkpoint`.
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    # None: the breaker serialises within this process only (no database at hand).
+    breaker_lock: BreakerLock | None = None
     _kube: Any = field(default=None, repr=False)
 
+    def checkpoint(self, what: str) -> None:
+        """Raise `ActionCancelled` if this run was cancelled: `what` is not done."""
+        if self.cancelled.is_set():
+            where = f" of {self.incident}" if self.incident else ""
+            raise ActionCancelled(
+                f"{what} not done: this run{where} was cancelled (its step timed out and "
+                "moved on), so the action stops here; look at the step's state and decide "
+                "again"
+            )
+
     def kube(self) -> Any:
-        """The `kubernetes.client.ApiClient` for this run."""
+        """The `kubernetes.client.ApiClient` for this run (every Kubernetes call gets it
+        here, so a cancelled run makes no more of them)."""
+        self.checkpoint("the Kubernetes call")
         if self._kube is None:
             if self.kube_factory is None:
                 from bot.actions.cluster import connect

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -97,6 +97,9 @@ def run_action(args: argparse.Namespace, settings: Settings) -> int:
         )
         if record is not None:
             ctx.record = record
+        # The same lock as the workers': a cordon from here and one from a worker cannot
+        # both pass the breaker's limit.
+        ctx.breaker_lock = _breaker_lock(settings, clock)
         ctx.alert_history = _alert_history(settings)
         outcome = execute(chosen, raw, ctx)
     result = outcome.result
@@ -127,6 +130,25 @@ def _recorder(
             )
 
     return record
+
+
+def _breaker_lock(
+    settings: Settings, clock: SystemClock
+) -> Callable[[], contextlib.AbstractContextManager[None]]:
+    """The circuit breaker's lock on the bot's database, opened only when an action asks."""
+    from bot.actions import breaker_lock
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        wait = settings.database_lock_timeout.total_seconds()
+        # No schema needed: the lock is PostgreSQL's advisory lock or a file beside SQLite's.
+        with (
+            common.database(settings, migrated=False) as db,
+            breaker_lock.across(db, clock, wait=wait),
+        ):
+            yield
+
+    return held
 
 
 def _alert_history(settings: Settings) -> Callable[[str, datetime], list[dict[str, Any]]]:

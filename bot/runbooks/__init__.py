@@ -6,7 +6,9 @@ matches an opening incident's alert; `engine.attach` freezes the match onto the 
 (`models.IncidentRunbook`) and `engine.advance` proposes its steps in order as `StepRun`s
 (states in `steps`), reading a step again while its read contradicts the alert
 (`expecting`); people decide through `approvals` (approve, skip, done), callers with a
-database through `service`; `bot.worker` runs what was approved.
+database through `service`. `bot.worker` claims what was approved (`claims`: claiming,
+reaping lost leases, expiring unapproved runs) and runs it (`running`: one claimed run's
+action on its own thread, its lease, its timeout and its recorded result).
 """
 
 __all__: list[str] = []

@@ -9,6 +9,7 @@ with it, `Authorizing` holds the service account's token to its RBAC rules (`rba
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ from bot.sim.status import PATCH_TYPES, ApiError, bad_request, no_route
 
 Obj = dict[str, Any]
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+HOLD_POLL = 0.005
+"""Seconds between two looks at a hold that keeps a request waiting."""
 
 
 def json_response(body: Obj, code: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -231,6 +234,11 @@ class Recording:
                 self.cluster.record(RecordedRequest(method, path, query, message["status"]))
             await send(message)
 
+        hold = self.cluster.hold_for(method, path)
+        if hold is not None:  # a server slow to answer (`Cluster.hold_requests`)
+            hold.arrived.set()
+            while not hold.released.is_set():
+                await asyncio.sleep(HOLD_POLL)
         fault = self.cluster.take_request_fault(method, path)
         if fault is not None:
             await error_response(fault)(scope, receive, recorded)

@@ -46,6 +46,27 @@ class RequestFault:
         )
 
 
+@dataclass
+class RequestHold:
+    """Requests matching `pattern` (and `method`) get no answer until `release`: an API
+    server that is slow to answer, for tests of what waits on it and what does not."""
+
+    pattern: str
+    method: str | None
+    arrived: threading.Event = field(default_factory=threading.Event)
+    """Set when the first matching request came and is held."""
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.method is None or self.method == method) and fnmatch.fnmatchcase(
+            path, self.pattern
+        )
+
+    def release(self) -> None:
+        """Answer the held requests (and let later ones through)."""
+        self.released.set()
+
+
 @dataclass(frozen=True)
 class NodeState:
     unschedulable: bool
@@ -79,6 +100,7 @@ class Bookkeeping:
     vacated: dict[tuple[str, str], str] = field(default_factory=dict)
     eviction_faults: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     request_faults: list[RequestFault] = field(default_factory=list)
+    request_holds: list[RequestHold] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
 
 
@@ -384,6 +406,21 @@ class Cluster:
     def record(self, request: RecordedRequest) -> None:
         with self.lock:
             self.books.requests.append(request)
+
+    def hold_requests(self, path: str, *, method: str | None = None) -> RequestHold:
+        """Hold the requests whose path matches the glob `path` until the hold's `release`."""
+        hold = RequestHold(path, method)
+        with self.lock:
+            self.books.request_holds.append(hold)
+        return hold
+
+    def hold_for(self, method: str, path: str) -> RequestHold | None:
+        """The unreleased hold a request must wait on, if any."""
+        with self.lock:
+            for hold in self.books.request_holds:
+                if not hold.released.is_set() and hold.matches(method, path):
+                    return hold
+            return None
 
     def take_request_fault(self, method: str, path: str) -> ApiError | None:
         with self.lock:

@@ -242,8 +242,9 @@ def test_three_sigkills_during_a_storm_lose_no_alert_and_repeat_no_action(
     outcomes = {n: attempts[n] for n in approved}
     allowed = (["succeeded"], ["interrupted", "awaiting_approval"])
     assert all(states in allowed for states in outcomes.values()), outcomes
-    # Two cordons were approved just before the last kill and one worker runs one step at a
-    # time: at most one of them was running when it came, so at least one succeeded.
+    # Two cordons are approved just before each kill; the worker's pool may run both when it
+    # comes, but those approved before an earlier kill had seconds to finish before the
+    # next: at least one succeeded.
     succeeded = [n for n, states in outcomes.items() if states == ["succeeded"]]
     assert succeeded, f"no approved cordon succeeded: {outcomes}"
     assert all(patches[n] == 1 for n in succeeded), (patches, outcomes)

@@ -19,7 +19,7 @@ from bot.db import Database
 from bot.sim import SimHandle
 from bot.worker import Worker
 from tests.runbooks.rig import Rig
-from tests.support import fake_slack
+from tests.support import fake_slack, working
 from tests.support.fake_slack import FakeSlack
 
 CHANNEL = "C0INCIDENTS"
@@ -88,7 +88,7 @@ class Chat:
     def work(self) -> None:
         """The worker until it has nothing to do (steps run against the simulator)."""
         for _ in range(20):
-            if not self.worker.run_once():
+            if not working.passed(self.worker):
                 return
 
     def cards(self) -> list[fake_slack.Message]:

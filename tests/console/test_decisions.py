@@ -16,6 +16,7 @@ from bot.worker import Worker
 from tests.chat.slack_rig import DISRUPTIVE
 from tests.console.rig import ConsoleRig, click, login
 from tests.runbooks.rig import TWO_STEPS
+from tests.support import working
 
 Browsers = Callable[[], httpx.Client]
 CSRF_REFUSED = "CSRF token missing or wrong; reload the page and try again"
@@ -33,7 +34,7 @@ def work(rig: ConsoleRig, sim: SimHandle) -> None:
     """The worker until it has nothing to do (steps run against the simulator)."""
     worker = Worker(rig.db, rig.settings, rig.clock, kube_factory=sim.api_client)
     for _ in range(20):
-        if not worker.run_once():
+        if not working.passed(worker):
             return
 
 

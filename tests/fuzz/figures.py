@@ -337,6 +337,44 @@ SECURITY = [
             "test_every_console_response_carries_the_security_headers_static_files_included",
         ),
     ),
+    Row(
+        "an action that does not answer for an hour (the simulated API holds its node's "
+        "requests) while another critical incident opens; a third approved run with "
+        "`worker_actions: 2` (SQLite and PostgreSQL)",
+        "the other incident's first step is proposed and its first page sent at their due "
+        "time (0 s late on the frozen clock), the heartbeat stays fresh, the slow run's "
+        "lease is renewed and `/readyz` answers 200; the third run waits for a free slot and "
+        "runs when one frees (issue 19, item 3)",
+        (
+            "tests/runbooks/test_worker_pool.py::"
+            "test_an_hour_long_action_delays_no_other_incidents_proposal_page_or_heartbeat",
+            "tests/runbooks/test_worker_pool.py::test_a_third_approved_run_waits_for_one_of_two_slots",
+        ),
+    ),
+    Row(
+        "a cordon whose node read answers only after the step's timeout (SQLite and PostgreSQL)",
+        "the step is timed out and the action cancelled: it stops before the breaker's count "
+        "and the patch (`ActionCancelled`, kind `cancelled`); the node stays schedulable "
+        "(issue 19, item 3)",
+        (
+            "tests/runbooks/test_worker_pool.py::"
+            "test_a_timed_out_cordon_is_cancelled_before_the_breaker_and_the_patch",
+        ),
+    ),
+    Row(
+        "eight incidents approved at once to cordon eight GPU nodes under "
+        "`breaker_max_nodes: 1`, three workers on PostgreSQL (one on SQLite); a CLI cordon "
+        "while another process holds the breaker's lock",
+        "exactly one node cordoned, seven steps failed with the breaker's reason (without "
+        "the lock 4 or 5 were cordoned); the CLI cordon waits at most its lock timeout, "
+        "changes nothing and says the breaker's lock is held (issue 19, item 4)",
+        (
+            "tests/runbooks/test_breaker_race.py::"
+            "test_eight_cordons_at_once_under_a_cap_of_one_cordon_one_node",
+            "tests/runbooks/test_breaker_race.py::"
+            "test_a_cordon_from_the_cli_waits_for_the_breaker_lock_the_workers_hold",
+        ),
+    ),
 ]
 
 FUZZ = [

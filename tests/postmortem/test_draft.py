@@ -35,6 +35,7 @@ from bot.sim import SimHandle, running, seed
 from bot.worker import Worker
 from tests.runbooks.rig import Rig
 from tests.sim.waiting import TIME_SCALE
+from tests.support import working
 from tests.support.ci import in_ci
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -86,7 +87,7 @@ def scripted(db: Database, tmp_path: Path, sim: SimHandle) -> tuple[Rig, int]:
     def at(minutes: int) -> None:
         clock.set(START + timedelta(minutes=minutes))
         for _ in range(10):
-            if not worker.run_once():
+            if not working.passed(worker):
                 return
 
     at(0)

@@ -18,6 +18,7 @@ from bot.postmortem import followups
 from bot.postmortem.models import Followup
 from bot.worker import Worker
 from tests.runbooks.rig import Rig
+from tests.support import working
 from tests.support.cli import Run
 from tests.support.payloads import alert, notification, resolved
 from tests.support.rows import log_types, verifies
@@ -196,7 +197,7 @@ def test_a_second_drop_in_a_week_adds_the_rma_follow_up_once(rig: Rig) -> None:
     worker = Worker(rig.db, rig.settings, rig.clock)
     worker.propose()
     for _ in range(10):
-        if not worker.run_once():
+        if not working.passed(worker):
             break
     run = rig.runs(number)["history"]
     assert run.state == "succeeded" and run.result is not None and run.result["rma"] is True
@@ -228,7 +229,7 @@ def test_no_rma_follow_up_without_a_repeat(rig: Rig) -> None:
     number = rig.fire(host="gpu-node-02", xid="79")
     worker = Worker(rig.db, rig.settings, rig.clock)
     for _ in range(10):
-        if not worker.run_once():
+        if not working.passed(worker):
             break
     run = rig.runs(number)["history"]
     assert run.state == "succeeded" and run.result is not None and run.result["rma"] is False

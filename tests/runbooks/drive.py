@@ -34,7 +34,7 @@ from bot.sim.cluster import NodeState
 from bot.worker import Worker
 from tests.runbooks.rig import Rig
 from tests.sim.waiting import TIME_SCALE
-from tests.support import server
+from tests.support import server, working
 from tests.support.payloads import alert, notification
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
@@ -100,7 +100,7 @@ class Drive:
     def settle(self) -> int:
         """run_once until there is no work; how many runs it took."""
         for done in range(ROUNDS):
-            if not self.worker.run_once():
+            if not working.passed(self.worker):
                 return done
         pytest.fail(f"the worker still had work after {ROUNDS} rounds")
 

@@ -16,6 +16,7 @@ from bot.sim import SimHandle
 from bot.worker import Worker
 from tests.runbooks.conftest import Write
 from tests.runbooks.rig import Rig
+from tests.support import working
 
 NODE = "gpu-node-01"
 
@@ -53,7 +54,7 @@ def _worker(rig: Rig, sim: SimHandle) -> Worker:
 
 def _drain(worker: Worker) -> int:
     for done in range(20):
-        if not worker.run_once():
+        if not working.passed(worker):
             return done
     pytest.fail("the worker still had work after 20 rounds")
 

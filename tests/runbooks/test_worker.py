@@ -23,7 +23,7 @@ from bot.sim import SimHandle
 from bot.worker import Worker
 from tests.runbooks.rig import TWO_STEPS, Rig
 from tests.sim.waiting import eventually
-from tests.support import server
+from tests.support import server, working
 from tests.support.payloads import alert, notification
 
 NODE = "/api/v1/nodes/gpu-node-01"
@@ -38,7 +38,7 @@ def _worker(rig: Rig, sim: SimHandle, owner: str = "w1") -> Worker:
 def _drain(worker: Worker, limit: int = 20) -> int:
     """run_once until there is no work; how many times it worked."""
     for done in range(limit):
-        if not worker.run_once():
+        if not working.passed(worker):
             return done
     pytest.fail(f"the worker still had work after {limit} rounds")
 

@@ -24,6 +24,7 @@ PAUSE_FIRST, PAUSE_MAX = 0.5, 4.0
 
 @contextmanager
 def session(ctx: ActionContext, node: str) -> Iterator[Bmc]:
+    ctx.checkpoint(f"opening the BMC of {node}")
     bmc = inventory.open_bmc(ctx, node)
     try:
         yield bmc
@@ -34,9 +35,14 @@ def session(ctx: ActionContext, node: str) -> Iterator[Bmc]:
 def retried(ctx: ActionContext, fn: Callable[[], T], *, attempts: int | None = None) -> T:
     """`fn()`, tried up to `attempts` (default `bmc.attempts`) times while the BMC is silent."""
     tries = attempts or ctx.settings.bmc.attempts
+
+    def attempt() -> T:
+        ctx.checkpoint("the BMC call")
+        return fn()
+
     try:
         return retrying.call(
-            fn,
+            attempt,
             attempts=tries,
             retry_if=lambda exc: isinstance(exc, TemporaryActionError),
             wait=retrying.backoff(PAUSE_FIRST, PAUSE_MAX),

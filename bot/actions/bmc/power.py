@@ -240,6 +240,7 @@ def _await(ctx: ActionContext, bmc: Bmc, op: PowerOp) -> tuple[PowerState, bool]
     pause, saw_off, state = POLL_FIRST, False, PowerState.UNKNOWN
     on_since: float | None = None
     while True:
+        ctx.checkpoint(f"polling {bmc.target.where()} for its power state")
         try:
             state = bmc.power_state()
         except TemporaryActionError:

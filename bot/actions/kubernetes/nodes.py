@@ -131,7 +131,6 @@ def cordon(ctx: ActionContext, params: CordonParams) -> NodeChange:
                 f"{params.node} is already cordoned ({who}); nothing to do",
                 changed=False,
             )
-        breaker.check(ctx, params.node)
         notes = marks.cordon_annotations(
             incident=ctx.incident, actor=ctx.actor, reason=params.reason, at=ctx.clock.now()
         )
@@ -139,13 +138,15 @@ def cordon(ctx: ActionContext, params: CordonParams) -> NodeChange:
         # since we read it, we must not put our marks on their cordon.
         meta = {"annotations": notes, "resourceVersion": node.metadata.resource_version}
         try:
-            api.patch_node(
-                ctx,
-                params.node,
-                {"spec": {"unschedulable": True}, "metadata": meta},
-                f"cordon {params.node}",
-                passthrough=(409,),
-            )
+            with breaker.held(ctx):  # no other worker counts or cordons in between
+                breaker.check(ctx, params.node)
+                api.patch_node(
+                    ctx,
+                    params.node,
+                    {"spec": {"unschedulable": True}, "metadata": meta},
+                    f"cordon {params.node}",
+                    passthrough=(409,),
+                )
         except ApiException:
             continue  # changed under us: read it again
         suffix = " (dry run)" if ctx.dry_run else ""

@@ -11,6 +11,7 @@ Labels are a map, so a merge patch touches only the keys given.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -195,7 +196,11 @@ def taint(ctx: ActionContext, params: TaintParams) -> TaintChange:
         return Edit(taints, records)
 
     first = api.read_node(ctx, params.node)
-    node, edit = _write(ctx, params.node, first, plan, f"taint {params.node}")
+    # A taint that keeps pods off is counted by the breaker: its check (in `plan`) and the
+    # write are held together, so no other worker counts or patches in between.
+    gate = breaker.held(ctx) if params.effect in OUT_OF_SERVICE else contextlib.nullcontext()
+    with gate:
+        node, edit = _write(ctx, params.node, first, plan, f"taint {params.node}")
     if edit is None:
         present = next(t for t in taints_of(ctx, node) if _matches(t, params.key, params.effect))
         return _done(

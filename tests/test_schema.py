@@ -19,6 +19,7 @@ from alembic.runtime.migration import MigrationContext
 import bot.chat.models  # noqa: F401  (registers the tables)
 import bot.escalation.models  # noqa: F401
 import bot.incidents.models  # noqa: F401
+import bot.people.models  # noqa: F401
 import bot.postmortem.models  # noqa: F401
 import bot.runbooks.models  # noqa: F401
 from bot import cli

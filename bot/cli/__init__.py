@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bot import __version__
-from bot.errors import BotError, ConfigInvalid
+from bot.errors import BotError, ConfigInvalid, PersonUnknown
 
 if TYPE_CHECKING:
     from bot.config import Settings
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         common.configure_logging(settings)
         handler: Handler = args.handler
         return handler(args, settings)
-    except ConfigInvalid as exc:
+    except (ConfigInvalid, PersonUnknown) as exc:
         print(f"runbook-bot: {exc}", file=sys.stderr)
         return 2
     except BotError as exc:

@@ -38,14 +38,13 @@ from bot.chat.decisions import Clicker
 from bot.chat.models import ChatCard, SlackRequest
 from bot.chat.slack import blocks, ids
 from bot.chat.slack.client import SlackApi
-from bot.chat.slack.people import Roles, person
+from bot.chat.slack.people import PREFIX, Roles, person
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database, insert_new
 from bot.durations import format_duration, parse_duration
 from bot.errors import BotError, PayloadInvalid
 from bot.escalation import oncall
-from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import ACTIVE_STATUSES
 from bot.postmortem import followups
@@ -290,7 +289,7 @@ class SlackApp:
                     return blocks.ephemeral(
                         "name the owner as a mention: `/incident owner INC-7 @user`"
                     )
-                owner = person(mention.group(1))
+                owner = self._person_id(mention.group(1))
             owner = self.decisions.own(who, number, owner)
             return blocks.ephemeral(f"INC-{number} is owned by {owner}", [owner])
         if verb == "silence":
@@ -366,9 +365,9 @@ class SlackApp:
                 "you need the responder role to change who is on call; ask an admin to add "
                 "you to the on-call user group"
             )
-        who = person(mention.group(1))
+        who = self._person_id(mention.group(1))
         length = _duration(args[1:], "/incident oncall @user 12h") if args[1:] else None
-        actor = _actor(user)
+        actor = self._clicker(user)
         with self.db.transaction() as session:
             override = oncall.take(session, self.settings, who, actor.id, self.clock.now(), length)
         self.wake()
@@ -424,6 +423,8 @@ class SlackApp:
         if refusal is not None:
             return blocks.ephemeral(refusal)
         title, owner, deadline, kind = _followup_words(args[1:])
+        if owner is not None:
+            owner = self._person_id(owner.removeprefix(PREFIX))
         item = self.decisions.add_followup(
             who, number, title, kind=kind, owner=owner, deadline=deadline
         )
@@ -438,11 +439,15 @@ class SlackApp:
 
     # --- helpers -----------------------------------------------------------------------
 
+    def _person_id(self, user_id: str) -> str:
+        """The person id of a Slack user named in a mention (`<@U0123ABC>`)."""
+        return self.roles.directory.slack_user(user_id, user_id).id
+
     def _clicker(self, user: dict[str, str]) -> Clicker:
-        """The Slack user as the shared decisions know them: their roles as `roles` and
-        the user groups give them."""
-        actor = _actor(user)
-        return Clicker(actor.id, actor.name, tuple(self.roles.of(user["id"])))
+        """The Slack user as the shared decisions know them: the person they are, with
+        the roles the settings and their user groups give them."""
+        found = self.roles.person(user["id"], f"@{user['name']}")
+        return Clicker(found, "slack", person(user["id"]))
 
     def _allowed(self, user: dict[str, str], number: int, body: dict[str, Any], what: str) -> bool:
         refusal = self.decisions.allowed(self._clicker(user), number, what)
@@ -503,10 +508,6 @@ def _user(body: dict[str, Any]) -> dict[str, str]:
         "id": str(user.get("id", "")),
         "name": str(user.get("username") or user.get("name") or user.get("id", "")),
     }
-
-
-def _actor(user: dict[str, str]) -> log.Actor:
-    return log.Actor.human(person(user["id"]), f"@{user['name']}")
 
 
 def _value(body: dict[str, Any]) -> int | None:

@@ -1,10 +1,11 @@
 """The decisions a chat surface lets people make, shared by Slack and the web console.
 
 Each surface says who clicked (`Clicker`, a `people.Decider`: the person, with the roles
-the surface knows them to hold, and the channel) and which decision; this module checks the role, writes a refusal into the
-incident's log (`chat.refused`), and calls the room that decides: the runbook engine for
-steps and resolving, escalation for acknowledging, incidents for ownership, postmortem
-for follow-ups. A `BotError` from a room is the answer the clicker sees.
+the surface knows them to hold, and the channel) and which decision; this module checks
+the role, writes a refusal into the incident's log (`chat.refused`), and calls the room
+that decides: the runbook engine for steps and resolving, escalation for acknowledging,
+incidents for ownership, postmortem for follow-ups. A `BotError` from a room is the
+answer the clicker sees.
 """
 
 from __future__ import annotations

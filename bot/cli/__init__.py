@@ -77,6 +77,7 @@ COMMANDS: dict[str, Command] = {
         "rehearse an emergency against a running bot, in dry-run mode",
     ),
     "console": Command("bot.cli.passwords:add_commands", "the web console's users"),
+    "tokens": Command("bot.cli.tokens:add_commands", "personal API tokens: create, list, revoke"),
     "config": Command(
         "bot.cli.settings:add_commands",
         "the effective settings and where each came from; --reference: every setting",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 from collections.abc import Mapping
 from datetime import datetime
@@ -22,11 +23,16 @@ from bot.errors import BotError, Unauthorized
 from bot.people.directory import Decider, Directory
 from bot.people.models import ApiToken
 
+logger = logging.getLogger(__name__)
+
 PREFIX = "rbt_"
 MAX_HEADER = 256
 """An `Authorization` header longer than this is refused unread (a token is 47 bytes)."""
 NAME = 100
-ASK = "make one with `runbook-bot tokens create --person YOU` and send `Authorization: Bearer rbt_...`"
+ASK = (
+    "make one with `runbook-bot tokens create --person YOU` and send "
+    "`Authorization: Bearer rbt_...`"
+)
 
 
 def _hash(token: str) -> str:
@@ -83,10 +89,15 @@ def authenticate(session: Session, *, directory: Directory, token: str) -> Decid
     digest = _hash(token)
     row = session.scalars(select(ApiToken).where(ApiToken.secret_hash == digest)).first()
     valid = row is not None and hmac.compare_digest(row.secret_hash, digest)
-    if row is None or not valid or row.revoked_at is not None:
+    if row is None or not valid:
+        logger.warning("refused an unknown API token")
+        raise Unauthorized(f"that API token is unknown or revoked: {ASK}")
+    if row.revoked_at is not None:
+        logger.warning("refused API token #%d (%s's): revoked", row.id, row.person)
         raise Unauthorized(f"that API token is unknown or revoked: {ASK}")
     person = directory.get(row.person)
     if person is None:
+        logger.warning("refused API token #%d: %s is no longer in the settings", row.id, row.person)
         raise Unauthorized(
             f"that API token belongs to {row.person}, who is no longer in the settings "
             "(`people`); an admin adds them back or revokes the token"

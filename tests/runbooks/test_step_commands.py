@@ -130,6 +130,7 @@ def test_the_cli_says_when_an_incident_follows_no_runbook(
 ) -> None:
     number = rig.fire(alertname="NodeDown")
     monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", rig.db.url)
+    monkeypatch.setenv("RUNBOOK_BOT_PEOPLE", '{"alice": {}}')
 
     assert cli.main(["steps", f"INC-{number}"]) == 1
     assert cli.main(["skip", f"INC-{number}", "cordon", "--as", "alice"]) == 1

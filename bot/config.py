@@ -408,7 +408,9 @@ class Settings(BaseSettings):
         "`admin_token` or `admin_token_file`, `session_secret` or `session_secret_file` "
         "(set it with more than one replica), `session_ttl` (12h), `secure_cookies` (true "
         "behind TLS), `public_url`, `login_throttle_size` (10000 user and address pairs "
-        "with recent failed logins counted). See docs/console.md.",
+        "with recent failed logins counted), `trusted_proxies` (CIDRs of a sign-in proxy "
+        "whose `X-Forwarded-User`/`X-Forwarded-Email` name the person; ignored from "
+        "anywhere else). See docs/console.md.",
     )
     digest_day: Day = Field(
         "mon",

@@ -28,7 +28,6 @@ import pytest
 import yaml
 from sqlalchemy import text
 
-from bot.config import load_settings
 from bot.db import Database
 from bot.sim import SimHandle
 from tests.chat.slack_rig import CHANNEL, SECRET
@@ -159,16 +158,12 @@ def decide_as(bot: Bot, person: str) -> dict[str, str]:
     """The `Authorization` header of a new personal API token of `person`, made in the
     bot's database as `runbook-bot tokens create` makes it: the webhook token decides
     nothing."""
-    database = Database(bot.settings["database_url"])
-    try:
-        settings = load_settings(
-            database_url=bot.settings["database_url"],
-            roles=bot.settings.get("roles", {}),
-            people=bot.settings.get("people", {}),
-        )
-        return people.bearer(database, settings, person)
-    finally:
-        database.dispose()
+    return people.bearer_at(
+        bot.settings["database_url"],
+        person,
+        roles=bot.settings.get("roles", {}),
+        people=bot.settings.get("people", {}),
+    )
 
 
 def api(bot: Bot) -> httpx.Client:

@@ -19,8 +19,6 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.config import load_settings
-from bot.db import Database
 from tests.support import people
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,12 +56,7 @@ class Demo:
         """The `Authorization` header of a personal API token of the demo user `person`,
         made in the demo's database as `runbook-bot tokens create` makes it."""
         url = f"sqlite:///{self.said('database')}"
-        database = Database(url)
-        try:
-            settings = load_settings(database_url=url, roles={person: ["responder"]})
-            return people.bearer(database, settings, person)
-        finally:
-            database.dispose()
+        return people.bearer_at(url, person, roles={person: ["responder"]})
 
     def client(self) -> httpx.Client:
         return httpx.Client(

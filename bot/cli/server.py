@@ -105,6 +105,9 @@ def run_service(
             port=port,
             log_level=settings.log_level,
             access_log=False,
+            # The peer is the socket's: an X-Forwarded-For never moves it (the console's
+            # trusted proxies and login throttle go by the real peer).
+            proxy_headers=False,
             # Open server-sent-event streams (the console) never hold the shutdown.
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
         )

@@ -54,6 +54,7 @@ def run_service(
     import uvicorn
 
     from bot.cli.worker_process import WorkerProcess
+    from bot.people.gaps import gaps
     from bot.web import build_app
 
     with common.database(settings, migrated=False) as db:
@@ -68,6 +69,8 @@ def run_service(
                     "(database_migration_url, docs/security.md)",
                     db.engine.url.username,
                 )
+        for gap in gaps(settings):
+            logging.getLogger(__name__).warning("%s", gap)
         clock = SystemClock()
         worker = WorkerProcess(settings) if settings.serve_worker else None
         wake = worker.wake if worker is not None else None

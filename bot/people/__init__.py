@@ -8,7 +8,6 @@ approver whatever channel they come through. A request that decides becomes a `D
 tokens (`tokens`) authenticate the HTTP API as their owner.
 """
 
-
 from bot.people.directory import ROLE_ORDER, Channel, Decider, Directory, Identity, Person, ordered
 
 __all__ = ["ROLE_ORDER", "Channel", "Decider", "Directory", "Identity", "Person", "ordered"]

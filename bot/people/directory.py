@@ -10,6 +10,7 @@ add roles at the surface (`bot.chat.slack.people`), to the same person.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -22,6 +23,7 @@ token, or the command line (database access)."""
 Identity = Literal["person", "slack", "console", "email", "proxy_user"]
 ROLE_ORDER = ("admin", "second_line", "responder")
 SLACK = "slack:"
+SLACK_ID = re.compile(r"[UW][A-Z0-9]{2,30}")
 ADMIN = "admin"
 
 
@@ -116,9 +118,15 @@ class Directory:
         return self.resolve("slack", user_id) or Person(f"{SLACK}{user_id}", shown, (), user_id)
 
     def slack_id(self, person_id: str) -> str | None:
-        """The Slack user id of a person, for a mention; None when the bot knows none."""
+        """The Slack user id of a person, for a mention; None when the bot knows none. A
+        Slack user no setting names is the person `slack:U...` (`slack_user`): that id is
+        the directory's own, made from the user id Slack signed."""
         found = self._people.get(person_id)
-        return found.slack if found is not None else None
+        if found is not None:
+            return found.slack
+        if person_id.startswith(SLACK) and SLACK_ID.fullmatch(person_id.removeprefix(SLACK)):
+            return person_id.removeprefix(SLACK)
+        return None
 
     @property
     def people(self) -> list[Person]:

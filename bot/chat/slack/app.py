@@ -93,6 +93,7 @@ class SlackApp:
         self.clock = clock
         self.api = api
         self.roles = Roles(settings, api)
+        self.mentions = self.roles.directory.slack_id
         self._wakes = [w for w in (wake, wake_chat) if w is not None]
         self.decisions = decisions.Decisions(settings, db, clock, self.wake)
         self.app = App(
@@ -271,7 +272,7 @@ class SlackApp:
         number = int(REF.match(args[0]).group(1))  # type: ignore[union-attr]
         if verb == "show":
             with self.db.session() as session:
-                return blocks.card(cards.card(session, number, now))
+                return blocks.card(cards.card(session, number, now), self.mentions)
         if verb == "postmortem":
             return self._postmortem(number, args[1:], now)
         who = self._clicker(user)
@@ -291,7 +292,7 @@ class SlackApp:
                     )
                 owner = self._person_id(mention.group(1))
             owner = self.decisions.own(who, number, owner)
-            return blocks.ephemeral(f"INC-{number} is owned by {owner}", [owner])
+            return blocks.ephemeral(f"INC-{number} is owned by {owner}", [owner], self.mentions)
         if verb == "silence":
             length = _duration(args[1:], f"/incident silence INC-{number} 2h")
             self.decisions.silence(who, number, length)
@@ -350,7 +351,7 @@ class SlackApp:
         that user the on-call (anyone with a role may)."""
         if not args:
             with self.db.session() as session:
-                return blocks.ephemeral(*on_call(session, self.settings, now))
+                return blocks.ephemeral(*on_call(session, self.settings, now), self.mentions)
         mention = MENTION.match(args[0])
         if mention is None:
             return blocks.ephemeral(
@@ -375,6 +376,7 @@ class SlackApp:
             f"{who} is on call until {override.ends_at:%Y-%m-%d %H:%M} UTC (set by {actor.id}); "
             "the hand-over summary follows by direct message",
             [who, actor.id],
+            self.mentions,
         )
 
     def _followup_done(
@@ -417,7 +419,9 @@ class SlackApp:
                     f"INC-{number} has no follow-ups; add one: `{FOLLOWUP_EXAMPLE}`"
                 )
             owners = [item.owner for item in items]
-            return blocks.ephemeral(f"Follow-ups of INC-{number}:\n" + "\n".join(lines), owners)
+            return blocks.ephemeral(
+                f"Follow-ups of INC-{number}:\n" + "\n".join(lines), owners, self.mentions
+            )
         who = self._clicker(user)
         refusal = self.decisions.allowed(who, number, "add follow-ups to")
         if refusal is not None:
@@ -435,7 +439,7 @@ class SlackApp:
                 f"`runbook-bot followup set {item.id} --owner slack:U0123ABC --deadline "
                 "2026-12-31`"
             )
-        return blocks.ephemeral(text, [item.owner])
+        return blocks.ephemeral(text, [item.owner], self.mentions)
 
     # --- helpers -----------------------------------------------------------------------
 

@@ -162,8 +162,8 @@ class Console:
         proxied = self.proxy.person(request.headers, _client(request))
         if proxied is not None:
             person, via = proxied
-            login = self.signer.proxied(person.id, self.clock.now())
-            return login, self.auth.signed_in(person, via)
+            signed = self.signer.proxied(person.id, self.clock.now())
+            return signed, self.auth.signed_in(person, via)
         login = self.signer.read(request.cookies.get(COOKIE), self.clock.now())
         user = self.auth.user(login.user) if login is not None else None
         return (login, user) if login is not None and user is not None else None

@@ -7,6 +7,7 @@ import pytest
 
 from bot.config import load_settings
 from bot.errors import ConfigInvalid
+from bot.escalation import oncall
 from bot.people import Directory, Person
 from tests.console.rig import console_settings
 
@@ -48,3 +49,14 @@ def test_a_person_id_must_be_a_login_like_name() -> None:
         load_settings(people={"Alice Chen": {}})
 
     assert "person id 'Alice Chen'" in str(raised.value)
+
+
+def test_escalation_pages_the_people_holding_a_role_whichever_setting_gives_it() -> None:
+    settings = load_settings(
+        people={"dana": {"roles": ["second_line"], "slack": "UDANA"}},
+        roles={"slack:UERIN": ["second_line"], "slack:UDANA": ["responder"]},
+        slack_role_groups={"second_line": ["S0SRE"]},
+    )
+
+    assert oncall.role_holders(settings, "second_line") == ["dana", "slack:UERIN", "slack:S0SRE"]
+    assert oncall.role_holders(settings, "responder") == ["dana"]

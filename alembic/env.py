@@ -6,6 +6,7 @@ from alembic import context
 from bot.chat import models as chat_models  # noqa: F401
 from bot.db import Base
 from bot.incidents import models  # noqa: F401  (registers the tables)
+from bot.people import models as people_models  # noqa: F401
 from bot.runbooks import models as runbook_models  # noqa: F401
 
 connection = context.config.attributes.get("connection")

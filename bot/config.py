@@ -36,6 +36,7 @@ from bot.console_settings import ConsoleSettings
 from bot.durations import Duration, format_duration
 from bot.errors import ConfigInvalid
 from bot.escalation_settings import Day, EscalationSettings
+from bot.people_settings import PersonSettings, check_people
 
 __all__ = [
     "CONFIG_ENV",
@@ -43,6 +44,7 @@ __all__ = [
     "BmcCredentialsProfile",
     "BmcNode",
     "BmcSettings",
+    "PersonSettings",
     "Role",
     "Settings",
     "Sources",
@@ -270,13 +272,22 @@ class Settings(BaseSettings):
         description="How long a proposed step waits for its approvals; after it the step "
         "expires and must be proposed again.",
     )
+    people: dict[str, PersonSettings] = Field(
+        default_factory=dict,
+        description="Who decides: person id -> `name`, `roles` (among `responder`, "
+        "`second_line`, `admin`), and the identities that are theirs: `slack` (Slack user "
+        "id), `console` (console login; default: the id), `email`, `proxy_user` (the name "
+        "a trusted proxy signs in, `console.trusted_proxies`). One person is one approver "
+        "whatever channel they decide through. Env: JSON, e.g. "
+        '`{"alice": {"roles": ["responder"], "slack": "U024BE7LH"}}`. See docs/security.md.',
+    )
     roles: dict[str, list[Role]] = Field(
         default_factory=dict,
-        description="Who may approve steps: person id (chat user id, or the `--as` name) -> "
-        "roles among `responder`, `second_line`, `admin`. Empty (the default): nobody may "
-        "approve, so only `auto` steps run. Env: JSON, e.g. "
-        '`{"slack:U024BE7LH": ["responder"], "alice": ["admin"]}` (Slack users are '
-        "`slack:` + their user id).",
+        description="Older form of `people`, still read: key -> roles among `responder`, "
+        "`second_line`, `admin`. A `slack:U024BE7LH` key gives the person with that Slack "
+        "id the roles (or is a person of its own); any other key, the person with that "
+        "console login (or a person of that id). Empty with `people` empty (the default): "
+        "nobody may approve, so only `auto` steps run.",
     )
     worker_lease: Duration = Field(
         timedelta(seconds=60),
@@ -365,8 +376,8 @@ class Settings(BaseSettings):
     slack_role_groups: dict[Role, list[str]] = Field(
         {},
         description="Slack user groups whose members have a role, e.g. `{responder: "
-        "[S0123ONCALL], second_line: [S0456SRE]}`; combined with `roles` (where Slack users "
-        "are `slack:U0123ABC`).",
+        "[S0123ONCALL], second_line: [S0456SRE]}`: a member gets the role as the person "
+        "whose `slack` id they are (or as `slack:U0123ABC`, a person of their own).",
     )
     slack_groups_ttl: Duration = Field(
         timedelta(minutes=5),
@@ -405,7 +416,9 @@ class Settings(BaseSettings):
         "`admin_token` or `admin_token_file`, `session_secret` or `session_secret_file` "
         "(set it with more than one replica), `session_ttl` (12h), `secure_cookies` (true "
         "behind TLS), `public_url`, `login_throttle_size` (10000 user and address pairs "
-        "with recent failed logins counted). See docs/console.md.",
+        "with recent failed logins counted), `trusted_proxies` (CIDRs of a sign-in proxy "
+        "whose `X-Forwarded-User`/`X-Forwarded-Email` name the person; ignored from "
+        "anywhere else). See docs/console.md.",
     )
     digest_day: Day = Field(
         "mon",
@@ -451,6 +464,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The YAML file arrives as init values; the environment must win over it.
         return env_settings, init_settings
+
+    @field_validator("people")
+    @classmethod
+    def _people_distinct(cls, value: dict[str, PersonSettings]) -> dict[str, PersonSettings]:
+        return check_people(value)
 
     @field_validator("database_url")
     @classmethod

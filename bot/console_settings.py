@@ -14,7 +14,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    IPvAnyNetwork,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from bot.durations import Duration
 
@@ -73,6 +81,10 @@ class ConsoleSettings(_Strict):
     logins under new pairs are refused until the oldest window ends."""
     secure_cookies: bool = False
     """Mark cookies `Secure` (sent over HTTPS only): set true behind TLS."""
+    trusted_proxies: list[IPvAnyNetwork] = []
+    """Peer addresses (CIDRs) of a reverse proxy that signs people in, oauth2-proxy style:
+    from these only, `X-Forwarded-User` / `X-Forwarded-Email` sign the request in as the
+    person with that `proxy_user` / `email`; from anywhere else the headers are ignored."""
     public_url: str | None = Field(None, pattern=r"^https?://[^\s]+$")
     """Where people reach the console (`https://runbook-bot.example.com`): cards and pages
     link to incidents there."""

@@ -9,6 +9,7 @@
     │   ├── PayloadTooLarge       413: body above the configured limit
     │   ├── UnsupportedMediaType  415: not JSON
     │   └── PayloadInvalid        400: not JSON, or not the Alertmanager v4 schema
+    ├── PersonUnknown             no person in the settings has that id (CLI exit 2)
     ├── IncidentNotFound          no incident with that number
     ├── TransitionRefused         the lifecycle does not allow that change now
     ├── StepNotFound              the incident has no runbook, or no such step
@@ -67,6 +68,10 @@ class RequestRejected(BotError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+class PersonUnknown(BotError):
+    """`--as` (or a token's owner) names no person the settings know."""
 
 
 class Unauthorized(RequestRejected):

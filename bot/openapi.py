@@ -56,6 +56,12 @@ _UNAUTHORIZED = _error(
     "Missing or wrong credentials (the webhook's bearer token or basic auth).",
     {"WWW-Authenticate": {"schema": {"type": "string"}}},
 )
+_NO_TOKEN = _error(
+    "No valid personal API token (`Authorization: Bearer rbt_...`, from `runbook-bot "
+    "tokens create --person YOU`): missing, unknown, revoked, or the webhook's credentials, "
+    "which decide nothing.",
+    {"WWW-Authenticate": {"schema": {"type": "string"}}},
+)
 _NOT_FOUND = _error("No such incident, or no such step in its runbook.")
 
 _NUMBER = {
@@ -73,6 +79,7 @@ _STEP = {
     "schema": {"type": "string", "minLength": 1, "maxLength": 200},
 }
 _BEARER: list[dict[str, list[str]]] = [{"bearer": []}, {"basic": []}]
+_PERSONAL: list[dict[str, list[str]]] = [{"personalToken": []}]
 
 
 def _schemas() -> dict[str, Any]:
@@ -196,22 +203,19 @@ def _schemas() -> dict[str, Any]:
         }
     )
     schemas["Decided"] = _object({**step, "summary": _STRING})
-    person = {"type": "string", "minLength": 1, "maxLength": 200, "description": "who decides"}
+    # Who decides is the token's owner: a body naming someone (`as`) is answered 400.
     schemas["Approval"] = {
         "type": "object",
         "properties": {
-            "as": person,
             "params_hash": {
                 "type": "string",
                 "description": "the hash of the parameters you reviewed (the card shows it)",
             },
         },
-        "required": ["as"],
     }
     schemas["Decision"] = {
         "type": "object",
-        "properties": {"as": person, "note": {"type": "string"}},
-        "required": ["as"],
+        "properties": {"note": {"type": "string"}},
     }
     return schemas
 
@@ -221,10 +225,10 @@ def _decision(summary: str, body: str, answer: str, *, note: str = "") -> dict[s
         "post": {
             "summary": summary,
             "description": note or None,
-            "security": _BEARER,
+            "security": _PERSONAL,
             "parameters": [_NUMBER, _STEP],
             "requestBody": {
-                "required": True,
+                "required": False,
                 "content": {JSON: {"schema": _ref(body)}},
             },
             "responses": {
@@ -232,8 +236,11 @@ def _decision(summary: str, body: str, answer: str, *, note: str = "") -> dict[s
                     "description": "Where the step stands now.",
                     "content": {JSON: {"schema": _ref(answer)}},
                 },
-                "400": _error("The body is not the JSON object described."),
-                "401": _UNAUTHORIZED,
+                "400": _error(
+                    'The body is not the JSON object described, or names someone ("as": '
+                    "the token decides who you are)."
+                ),
+                "401": _NO_TOKEN,
                 "404": _NOT_FOUND,
                 "409": _error(
                     "Refused: no role, the same person twice, the approval expired, the "
@@ -417,8 +424,23 @@ def document() -> dict[str, Any]:
             "components": {
                 "schemas": _schemas(),
                 "securitySchemes": {
-                    "bearer": {"type": "http", "scheme": "bearer"},
-                    "basic": {"type": "http", "scheme": "basic"},
+                    "bearer": {
+                        "type": "http",
+                        "scheme": "bearer",
+                        "description": "The webhook's token (`webhook_token`): the webhook only.",
+                    },
+                    "basic": {
+                        "type": "http",
+                        "scheme": "basic",
+                        "description": "The webhook's basic auth: the webhook only.",
+                    },
+                    "personalToken": {
+                        "type": "http",
+                        "scheme": "bearer",
+                        "bearerFormat": "rbt_",
+                        "description": "A person's own API token (`runbook-bot tokens create "
+                        "--person alice`): the decision endpoints decide as its owner.",
+                    },
                 },
             },
         }

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from bot import escalation, inputs, migrations, openapi
+from bot import escalation, inputs, migrations, openapi, people
 from bot.alerts import ingest, webhook
 from bot.chat.console import SecurityHeaders, console_routes
 from bot.chat.slack.app import SlackApp
@@ -40,6 +40,7 @@ from bot.errors import (
 )
 from bot.incidents import filters, log, service, views
 from bot.metrics import Metrics, RequestMetrics, timer
+from bot.people import tokens
 from bot.postmortem import service as postmortems
 from bot.postmortem.render import Lang
 from bot.runbooks import service as runbooks
@@ -179,13 +180,24 @@ def build_app(
 
         return JSONResponse(await run_in_threadpool(read))
 
+    directory = people.Directory(settings)
+
+    def token_owner(headers: Any) -> people.Decider:
+        token = tokens.bearer(headers)
+        with db.session() as session:
+            return tokens.authenticate(session, directory=directory, token=token)
+
+    async def decider(request: Request) -> people.Decider:
+        """Who decides: the owner of the personal API token the request carries (401
+        without a valid one, whatever else is configured: the webhook's credentials
+        decide nothing)."""
+        return await run_in_threadpool(token_owner, request.headers)
+
     async def approve_step(request: Request) -> Response:
-        # Until chat identities land, anyone who can reach the API could claim any name:
-        # the endpoint takes the webhook's credentials when they are configured.
-        webhook.authenticate(request.headers, settings)
+        who = await decider(request)
         number = service.parse_ref(request.path_params["number"])
-        person, params_hash = _decision(await _decision_bytes(request))
-        run = await on_step(request, runbooks.approve, number, person, params_hash=params_hash)
+        params_hash = _decision(await _decision_bytes(request), who)
+        run = await on_step(request, runbooks.approve, number, who, params_hash=params_hash)
         return _step_answer(
             number,
             run,
@@ -196,13 +208,14 @@ def build_app(
     def decide(
         decision: Callable[..., StepRun], *, note_required: bool = False
     ) -> Callable[[Request], Any]:
-        """A POST endpoint for skip, done or cancel: body {"as": USER, "note": TEXT}."""
+        """A POST endpoint for skip, done or cancel: body {"note": TEXT}, as the token's
+        owner."""
 
         async def endpoint(request: Request) -> Response:
-            webhook.authenticate(request.headers, settings)  # as approve_step
+            who = await decider(request)
             number = service.parse_ref(request.path_params["number"])
-            person, note = _note(await _decision_bytes(request), required=note_required)
-            run = await on_step(request, decision, number, person, note=note)
+            note = _note(await _decision_bytes(request), who, required=note_required)
+            run = await on_step(request, decision, number, who, note=note)
             return _step_answer(number, run, summary=run.summary)
 
         return endpoint
@@ -211,15 +224,13 @@ def build_app(
         request: Request,
         decision: Callable[..., StepRun],
         number: int,
-        person: str,
+        who: people.Decider,
         **extra: Any,
     ) -> StepRun:
         """Call a `runbooks` decision on the step the path names, in the thread pool, then
         wake the worker: the run may be due now, or the next step may run by itself."""
         step = request.path_params["step"]
-        call = partial(
-            decision, db, number, step, person=person, clock=clock, settings=settings, **extra
-        )
+        call = partial(decision, db, number, step, who=who, clock=clock, settings=settings, **extra)
         run = await run_in_threadpool(call)
         if wake is not None:
             wake()
@@ -368,46 +379,47 @@ def _step_answer(number: int, run: StepRun, **more: Any) -> Response:
 
 async def _decision_bytes(request: Request) -> bytes:
     """A decision's body, at most MAX_DECISION_BYTES (413 past it, before reading on)."""
-    hint = 'a decision is a small JSON object: {"as": "alice", "note": "..."}'
+    hint = 'a decision is a small JSON object: {"note": "..."}'
     return await inputs.read_body(request.headers, request.stream(), MAX_DECISION_BYTES, hint=hint)
 
 
-def _decision_body(body: bytes, shape: str) -> tuple[str, dict[str, Any]]:
-    """(person, the whole object) from a decision's JSON body; `shape` shows what to send."""
+def _decision_body(body: bytes, shape: str, who: people.Decider) -> dict[str, Any]:
+    """A decision's JSON object; `shape` shows what to send. The token says who decides:
+    a body naming someone (`as`) is refused rather than ignored."""
     try:
         data = json.loads(body or b"{}")
     except ValueError as exc:
         raise PayloadInvalid(f"the body is not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise PayloadInvalid(f"send {shape}")
-    person = data.get("as")
-    if not isinstance(person, str) or not person.strip() or len(person) > 200:
-        raise PayloadInvalid('"as" names who decides: {"as": "alice"}', field="as")
-    return person.strip(), data
+    if "as" in data:
+        raise PayloadInvalid(
+            f'the API token decides who you are ({who.id}): drop "as" and send {shape}',
+            field="as",
+        )
+    return data
 
 
-def _decision(body: bytes) -> tuple[str, str | None]:
-    """(person, params_hash) from `{"as": "alice", "params_hash": "..."}`."""
-    person, data = _decision_body(body, '{"as": "USER", "params_hash": "..."}')
+def _decision(body: bytes, who: people.Decider) -> str | None:
+    """params_hash from `{"params_hash": "..."}` (optional)."""
+    data = _decision_body(body, '{"params_hash": "..."}', who)
     params_hash = data.get("params_hash")
     if params_hash is not None and not isinstance(params_hash, str):
         raise PayloadInvalid(
             '"params_hash" is the hash you reviewed, a string', field="params_hash"
         )
-    return person, params_hash
+    return params_hash
 
 
-def _note(body: bytes, *, required: bool) -> tuple[str, str | None]:
-    """(person, note) from `{"as": "alice", "note": "replaced the cable"}`."""
-    person, data = _decision_body(body, '{"as": "USER", "note": "..."}')
+def _note(body: bytes, who: people.Decider, *, required: bool) -> str | None:
+    """The note from `{"note": "replaced the cable"}`."""
+    data = _decision_body(body, '{"note": "..."}', who)
     note = data.get("note")
     if note is not None and not isinstance(note, str):
         raise PayloadInvalid('"note" says why, or what was done: a string', field="note")
     if required and not (note or "").strip():
-        raise PayloadInvalid(
-            'say what was done: {"as": "alice", "note": "replaced the cable"}', field="note"
-        )
-    return person, note
+        raise PayloadInvalid('say what was done: {"note": "replaced the cable"}', field="note")
+    return note
 
 
 def _choices(

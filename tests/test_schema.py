@@ -19,6 +19,7 @@ from alembic.runtime.migration import MigrationContext
 import bot.chat.models  # noqa: F401  (registers the tables)
 import bot.escalation.models  # noqa: F401
 import bot.incidents.models  # noqa: F401
+import bot.people.models  # noqa: F401
 import bot.postmortem.models  # noqa: F401
 import bot.runbooks.models  # noqa: F401
 from bot import cli
@@ -59,9 +60,29 @@ def _free_port() -> int:
         return port
 
 
-def test_serve_on_a_fresh_sqlite_file_migrates_and_becomes_ready(tmp_path: Path) -> None:
+NO_ROLE = "nobody holds a role"
+NO_LOGIN = "no console user exists"
+
+
+@pytest.mark.parametrize(
+    ("settings", "warned"),
+    [
+        ({}, [NO_ROLE, NO_LOGIN]),
+        (
+            {
+                "RUNBOOK_BOT_PEOPLE": '{"alice": {"roles": ["responder"]}}',
+                "RUNBOOK_BOT_CONSOLE": '{"admin_token": "0123456789abcdef-token"}',
+            },
+            [],
+        ),
+    ],
+    ids=["defaults", "people-and-a-login"],
+)
+def test_serve_on_a_fresh_sqlite_file_migrates_and_becomes_ready(
+    tmp_path: Path, settings: dict[str, str], warned: list[str]
+) -> None:
     port = _free_port()
-    env = {**os.environ, "RUNBOOK_BOT_LISTEN_PORT": str(port)}
+    env = {**os.environ, "RUNBOOK_BOT_LISTEN_PORT": str(port), **settings}
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "serve"],
         cwd=tmp_path,
@@ -84,9 +105,12 @@ def test_serve_on_a_fresh_sqlite_file_migrates_and_becomes_ready(tmp_path: Path)
         proc.terminate()
         output = proc.communicate(timeout=15)[0].decode()
     assert f"listening on http://127.0.0.1:{port}" in output
+    assert [
+        line for line in (NO_ROLE, NO_LOGIN) if f"WARNING bot.cli.server: {line}" in output
+    ] == warned
 
 
-@pytest.mark.parametrize("package", ["bot", "bot.alerts", "bot.incidents"])
+@pytest.mark.parametrize("package", ["bot", "bot.alerts", "bot.incidents", "bot.people"])
 def test_packages_export_exactly_their_public_names(package: str) -> None:
     module = importlib.import_module(package)
     modules = {n for n, v in vars(module).items() if isinstance(v, type(module))}

@@ -29,6 +29,7 @@ from bot.config import load_settings
 from bot.sim import SimHandle, running, seed
 from tests.runbooks.rig import TWO_STEPS
 from tests.sim.waiting import TIME_SCALE, eventually
+from tests.support import people
 from tests.support.payloads import alert, notification
 
 WAIT = 30.0
@@ -78,6 +79,11 @@ class Served:
     proc: subprocess.Popen[bytes]
     url: str
     output: IO[bytes]
+    db_url: str
+
+    def decide_as(self, person: str) -> dict[str, str]:
+        """A personal API token of `person` (a responder in these settings)."""
+        return people.bearer_at(self.db_url, person, roles={person: ["responder"]})
 
     def worker(self) -> int | None:
         """The pid of serve's worker process (not multiprocessing's resource tracker)."""
@@ -124,7 +130,7 @@ def served(db_url: str, sim: SimHandle, tmp_path: Path) -> Iterator[Served]:
         start_new_session=True,  # its own process group, as under systemd
     )
     url = f"http://127.0.0.1:{settings['listen_port']}"
-    handle = Served(proc, url, output)
+    handle = Served(proc, url, output, db_url)
     try:
 
         def ready() -> bool:
@@ -162,7 +168,9 @@ def test_the_webhook_and_approvals_wake_the_worker_in_its_child_process(
             what="the woken worker to run the status step and propose the cordon",
         )
         approved = client.post(
-            f"/api/incidents/{number}/steps/cordon/approve", json={"as": "alice"}
+            f"/api/incidents/{number}/steps/cordon/approve",
+            json={},
+            headers=served.decide_as("alice"),
         )
         assert approved.status_code == 200, approved.text
         eventually(

@@ -91,7 +91,14 @@ def log_lines(session: Session, number: int, first: int, last: int) -> list[LogL
         .order_by(LogEntry.seq)
     )
     return [
-        LogLine(seq=e.seq, at=e.at, actor=e.actor_id, type=e.type, summary=e.summary)
+        LogLine(
+            seq=e.seq,
+            at=e.at,
+            actor=e.actor_id,
+            type=e.type,
+            summary=e.summary,
+            human=e.actor_kind == "human",
+        )
         for e in session.scalars(stmt)
     ]
 

@@ -1,17 +1,17 @@
 """The decisions a chat surface lets people make, shared by Slack and the web console.
 
-Each surface says who clicked (`Clicker`: their person id, name and roles as the surface
-knows them) and which decision; this module checks the role, writes a refusal into the
-incident's log (`chat.refused`), and calls the room that decides: the runbook engine for
-steps and resolving, escalation for acknowledging, incidents for ownership, postmortem
-for follow-ups. A `BotError` from a room is the answer the clicker sees.
+Each surface says who clicked (`Clicker`, a `people.Decider`: the person, with the roles
+the surface knows them to hold, and the channel) and which decision; this module checks
+the role, writes a refusal into the incident's log (`chat.refused`), and calls the room
+that decides: the runbook engine for steps and resolving, escalation for acknowledging,
+incidents for ownership, postmortem for follow-ups. A `BotError` from a room is the
+answer the clicker sees.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from functools import partial
 from typing import Literal, TypeVar
@@ -25,6 +25,7 @@ from bot.db import Database
 from bot.errors import BotError
 from bot.incidents import log
 from bot.incidents import service as incidents
+from bot.people import Decider
 from bot.postmortem import followups
 from bot.postmortem.models import Followup
 from bot.runbooks import service as runbooks
@@ -33,35 +34,17 @@ from bot.runbooks.models import StepRun
 logger = logging.getLogger(__name__)
 
 StepDecision = Literal["approve", "skip", "done"]
-ROLE_ORDER = ("admin", "second_line", "responder")
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Clicker:
-    """Who clicked: the person id the log names (`slack:U0123ABC`, `alice`), how to show
-    them, and their roles (strongest first; empty: they may look, not decide)."""
-
-    id: str
-    name: str
-    roles: tuple[str, ...]
-
-    @property
-    def actor(self) -> log.Actor:
-        return log.Actor.human(self.id, self.name)
+Clicker = Decider
+"""Who clicked: a person (id, name, roles: strongest first, empty: they may look, not
+decide) through a channel (`slack`, `console`)."""
 
 
 def no_role(what: str, hint: str = "to add you to the on-call user group") -> str:
     """The refusal a person without a role reads."""
     return f"you need the responder role to {what} incidents; ask an admin {hint}"
-
-
-def settings_for(settings: Settings, who: Clicker) -> Settings:
-    """The settings with the clicker's roles as the surface knows them, for the approvals
-    engine (which reads `roles`)."""
-    roles = dict(settings.roles)
-    roles[who.id] = list(who.roles)  # type: ignore[arg-type]
-    return settings.model_copy(update={"roles": roles})
 
 
 class Decisions:
@@ -90,7 +73,7 @@ class Decisions:
         return no_role(what, self.hint)
 
     def log_refusal(self, who: Clicker, number: int, what: str) -> None:
-        actor = who.actor
+        actor = log.Actor.deciding(who)
 
         def record(session: Session, now: datetime) -> None:
             incident = incidents.get(session, number, lock=True)
@@ -125,9 +108,9 @@ class Decisions:
             self.db,
             run.incident_number,
             run.step_id,
-            person=who.id,
+            who=who,
             clock=self.clock,
-            settings=settings_for(self.settings, who),
+            settings=self.settings,
         )
         return self._after(done)
 
@@ -136,26 +119,30 @@ class Decisions:
         return run
 
     def acknowledge(self, who: Clicker, number: int) -> None:
-        actor = who.actor
+        actor = log.Actor.deciding(who)
         self.in_tx(lambda s, now: escalation.acknowledge(s, number, actor=actor, at=now))
         self.wake()
 
     def own(self, who: Clicker, number: int, owner: str | None = None) -> str:
         """Make `owner` (default: the clicker) the incident's owner; the owner."""
-        actor, owner = who.actor, owner or who.id
+        actor, owner = log.Actor.deciding(who), owner or who.id
         self.in_tx(lambda s, now: incidents.assign_owner(s, number, owner, actor=actor, at=now))
         self.wake()
         return owner
 
     def silence(self, who: Clicker, number: int, length: timedelta) -> None:
         """Page nobody about the incident for `length`; then its escalation resumes."""
-        actor = who.actor
+        actor = log.Actor.deciding(who)
         self.in_tx(lambda s, now: escalation.silence(s, number, length, actor=actor, at=now))
         self.wake()
 
     def resolve(self, who: Clicker, number: int, disposition: str | None) -> None:
         runbooks.resolve(
-            self.db, number, actor=who.actor, clock=self.clock, disposition=disposition
+            self.db,
+            number,
+            actor=log.Actor.deciding(who),
+            clock=self.clock,
+            disposition=disposition,
         )
         self.wake()
 
@@ -169,7 +156,7 @@ class Decisions:
         owner: str | None,
         deadline: date | None,
     ) -> Followup:
-        actor = who.actor
+        actor = log.Actor.deciding(who)
 
         def add(session: Session, now: datetime) -> Followup:
             return followups.add(
@@ -191,7 +178,7 @@ class Decisions:
     def followup_done(self, who: Clicker, number: int, followup_id: int) -> Followup:
         """Mark follow-up `followup_id` of incident `number` done (`followup.done` in the
         log); BotError when it is not one of that incident's."""
-        actor = who.actor
+        actor = log.Actor.deciding(who)
 
         def done(session: Session, now: datetime) -> Followup:
             item = followups.get(session, followup_id)

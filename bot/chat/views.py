@@ -121,3 +121,6 @@ class LogLine:
     type: str
     """`alert.fired`, `step.approved`, ..."""
     summary: str
+    human: bool = True
+    """A person did it (a mention may name them); False: Alertmanager, the bot, the
+    system, whose names come from outside the people directory and never mention."""

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from bot import __version__
-from bot.errors import BotError, ConfigInvalid
+from bot.errors import BotError, ConfigInvalid, PersonUnknown
 
 if TYPE_CHECKING:
     from bot.config import Settings
@@ -77,6 +77,7 @@ COMMANDS: dict[str, Command] = {
         "rehearse an emergency against a running bot, in dry-run mode",
     ),
     "console": Command("bot.cli.passwords:add_commands", "the web console's users"),
+    "tokens": Command("bot.cli.tokens:add_commands", "personal API tokens: create, list, revoke"),
     "config": Command(
         "bot.cli.settings:add_commands",
         "the effective settings and where each came from; --reference: every setting",
@@ -101,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         common.configure_logging(settings)
         handler: Handler = args.handler
         return handler(args, settings)
-    except ConfigInvalid as exc:
+    except (ConfigInvalid, PersonUnknown) as exc:
         print(f"runbook-bot: {exc}", file=sys.stderr)
         return 2
     except BotError as exc:

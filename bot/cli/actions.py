@@ -41,7 +41,11 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--json", action="store_true", help="print the result as JSON")
     run.add_argument("--incident", metavar="INC-N", help="record the run in this log")
     run.add_argument(
-        "--as", dest="actor", metavar="USER", help="who runs it (default: your login name)"
+        "--as",
+        dest="actor",
+        metavar="PERSON",
+        help="who runs it: a person id of the `people` setting (needed with --incident; "
+        "default: your login name, which is not recorded anywhere)",
     )
     run.add_argument(
         "--override-breaker",
@@ -77,15 +81,16 @@ def run_action(args: argparse.Namespace, settings: Settings) -> int:
 
     chosen = registry.get(args.name)
     raw = _key_values(args.params)
-    actor = args.actor or getpass.getuser()
+    who = common.decider(settings, args.actor) if args.actor else None
+    actor = who.id if who is not None else getpass.getuser()
     clock = SystemClock()
     with contextlib.ExitStack() as stack:
         record = None
         if args.incident:
-            if not args.actor:
-                raise BotError("--incident needs --as USER: the log names who acted")
+            if who is None:
+                raise BotError("--incident needs --as PERSON: the log names who acted")
             db = stack.enter_context(common.database(settings))
-            record = _recorder(db, service.parse_ref(args.incident), args.actor, clock)
+            record = _recorder(db, service.parse_ref(args.incident), log.Actor.deciding(who), clock)
         ctx = ActionContext(
             actor=actor,
             settings=settings,
@@ -111,7 +116,7 @@ def run_action(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _recorder(
-    db: Database, number: int, user: str, clock: SystemClock
+    db: Database, number: int, actor: log.Actor, clock: SystemClock
 ) -> Callable[[str, str, dict[str, Any]], None]:
     with db.session() as session:
         service.get(session, number)  # fail now, before the action runs
@@ -123,7 +128,7 @@ def _recorder(
                 session,
                 incident,
                 at=clock.now(),
-                actor=log.Actor.human(user),
+                actor=actor,
                 type=kind,
                 summary=summary,
                 data=data,

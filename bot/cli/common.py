@@ -16,11 +16,40 @@ from bot.clock import SystemClock
 if TYPE_CHECKING:
     from bot.config import Settings
     from bot.db import Database
+    from bot.incidents.log import Actor
+    from bot.people import Decider
 
 
 def say(text: str) -> int:
     print(text, end="" if text.endswith("\n") else "\n")
     return 0
+
+
+def decider(settings: Settings, person: str | None) -> Decider:
+    """The person `--as` names, deciding through the CLI as this OS user. PersonUnknown
+    (exit 2) names the people the settings know. Whoever can reach the database can write
+    anything (docs/security.md): the OS user is recorded, not checked."""
+    import getpass
+
+    from bot.errors import PersonUnknown
+    from bot.people import Decider, Directory
+
+    directory = Directory(settings)
+    found = directory.resolve("person", person) if person else None
+    if found is None:
+        known = ", ".join(sorted(p.id for p in directory.people))
+        raise PersonUnknown(
+            f"--as {person!r} is not a person in the settings; "
+            + (f"known: {known}" if known else "none is: add them to `people`")
+        )
+    return Decider(found, "cli", f"os:{getpass.getuser()}")
+
+
+def actor(settings: Settings, person: str | None) -> Actor:
+    """The log's actor for `--as` (`decider`)."""
+    from bot.incidents.log import Actor
+
+    return Actor.deciding(decider(settings, person))
 
 
 def configure_logging(settings: Settings) -> None:

@@ -18,7 +18,6 @@ from bot.cli import common
 from bot.clock import SystemClock, as_utc
 from bot.config import Settings
 from bot.errors import PayloadInvalid
-from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.postmortem import final, followups
 from bot.postmortem import service as postmortems
@@ -50,7 +49,8 @@ def _as(parser: Any) -> None:
         dest="actor",
         required=True,
         metavar="USER",
-        help="who is doing this (recorded in the incident log)",
+        help="who is doing this: a person id of the `people` setting (recorded in the "
+        "incident log with your OS user)",
     )
 
 
@@ -154,7 +154,7 @@ def add_followup(args: argparse.Namespace, settings: Settings) -> int:
             owner=args.owner,
             deadline=args.deadline,
             link=args.link,
-            actor=log.Actor.human(args.actor),
+            actor=common.actor(settings, args.actor),
             now=SystemClock().now(),
         )
         text = f"follow-up #{item.id} added to INC-{number}: {_line(item)}"
@@ -194,7 +194,7 @@ def done_followup(args: argparse.Namespace, settings: Settings) -> int:
             session,
             args.id,
             status="done",
-            actor=log.Actor.human(args.actor),
+            actor=common.actor(settings, args.actor),
             now=SystemClock().now(),
         )
         text = f"follow-up #{item.id} of INC-{item.incident_number} is done: {item.title}"
@@ -211,7 +211,11 @@ def set_followup(args: argparse.Namespace, settings: Settings) -> int:
         return _usage("followup set: give --owner, --deadline, --status or --link")
     with common.database(settings) as db, db.transaction() as session:
         item = followups.update(
-            session, args.id, actor=log.Actor.human(args.actor), now=SystemClock().now(), **given
+            session,
+            args.id,
+            actor=common.actor(settings, args.actor),
+            now=SystemClock().now(),
+            **given,
         )
         text = f"follow-up #{item.id} of INC-{item.incident_number}: {_line(item)}"
     return common.say(text + _notes(item))
@@ -303,7 +307,7 @@ def _final(args: argparse.Namespace, settings: Settings, number: int) -> int:
             number,
             body,
             lang=args.lang,
-            author=args.actor,
+            author=common.decider(settings, args.actor).id,
             now=SystemClock().now(),
             confirm=args.confirm,
         )

@@ -54,6 +54,7 @@ def run_service(
     import uvicorn
 
     from bot.cli.worker_process import WorkerProcess
+    from bot.people.gaps import gaps
     from bot.web import build_app
 
     with common.database(settings, migrated=False) as db:
@@ -68,6 +69,8 @@ def run_service(
                     "(database_migration_url, docs/security.md)",
                     db.engine.url.username,
                 )
+        for gap in gaps(settings):
+            logging.getLogger(__name__).warning("%s", gap)
         clock = SystemClock()
         worker = WorkerProcess(settings) if settings.serve_worker else None
         wake = worker.wake if worker is not None else None
@@ -105,6 +108,9 @@ def run_service(
             port=port,
             log_level=settings.log_level,
             access_log=False,
+            # The peer is the socket's: an X-Forwarded-For never moves it (the console's
+            # trusted proxies and login throttle go by the real peer).
+            proxy_headers=False,
             # Open server-sent-event streams (the console) never hold the shutdown.
             timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
         )

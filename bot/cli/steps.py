@@ -82,7 +82,11 @@ def _add_decision(
     parser.add_argument("incident", metavar="INC-N")
     parser.add_argument("step", metavar="STEP", help="the step id, e.g. cordon")
     parser.add_argument(
-        "--as", dest="actor", required=True, metavar="USER", help="who decides (needs a role)"
+        "--as",
+        dest="actor",
+        required=True,
+        metavar="USER",
+        help="who decides: a person id of the `people` setting (needs a role)",
     )
     parser.set_defaults(handler=handler)
     return parser
@@ -137,7 +141,7 @@ def _decide(
             db,
             number,
             args.step,
-            person=args.actor,
+            who=common.decider(settings, args.actor),
             clock=SystemClock(),
             settings=settings,
             **extra,

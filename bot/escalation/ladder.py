@@ -506,7 +506,9 @@ def recipients(
         elif entry.startswith("role:"):
             holders = oncall.role_holders(settings, entry.removeprefix("role:"))
             if not holders:
-                unreachable.append(f"{entry} (nobody holds it: roles, slack_role_groups)")
+                unreachable.append(
+                    f"{entry} (nobody holds it: people, roles, console users, slack_role_groups)"
+                )
             for who in holders:
                 person(who, entry)
         elif entry.startswith("target:"):

@@ -4,7 +4,7 @@ The rotation counts shifts of `every` from `start` at `handover` in wall-clock t
 timezone, so a daily 09:00 hand-over stays at 09:00 across daylight-saving changes. An
 override (`/incident oncall @user`) holds from when it is set until the next hand-over of
 the rotation (or for the time given). With neither, `oncall` pages the responders
-(`roles` and `slack_role_groups`).
+(`people`, `roles`, console users and `slack_role_groups`).
 
 A hand-over is any change of who is on call. The worker notices it (`handover_due`) and
 sends the outgoing and the incoming on-call a summary of every incident not yet closed
@@ -28,6 +28,7 @@ from bot.errors import ConfigInvalid
 from bot.escalation.models import OncallHandover, OncallOverride
 from bot.escalation_settings import Rotation, zone
 from bot.incidents.models import Incident
+from bot.people import Directory
 
 Source = Literal["override", "rotation", "nobody"]
 DEFAULT_OVERRIDE = timedelta(hours=12)
@@ -90,14 +91,9 @@ def paged(session: Session, settings: Settings, now: datetime) -> list[str]:
 
 
 def role_holders(settings: Settings, role: str) -> list[str]:
-    """People given `role` in `roles` or as console users, then the Slack user groups of it
-    (`slack:S…`)."""
-    people = [who for who, roles in settings.roles.items() if role in roles]
-    people += [
-        name
-        for name, user in settings.console.users.items()
-        if role in user.roles and name not in people
-    ]
+    """The people holding `role` (`people`, `roles`, console users: the people directory),
+    then the Slack user groups of it (`slack:S…`)."""
+    people = [person.id for person in Directory(settings).people if role in person.roles]
     groups = [f"slack:{group}" for group in settings.slack_role_groups.get(cast(Any, role), [])]
     return people + groups
 

@@ -31,21 +31,36 @@ from sqlalchemy.orm import Session
 
 from bot.clock import as_utc
 from bot.incidents.models import GENESIS, Incident, LogEntry
+from bot.people import Decider
 
 ActorKind = Literal["alertmanager", "human", "bot", "system"]
 
 
 @dataclass(frozen=True)
 class Actor:
-    """Who did something: an Alertmanager receiver, a person, the bot, or the system."""
+    """Who did something: an Alertmanager receiver, a person, the bot, or the system. A
+    person deciding also says through which channel and identity (`deciding`): entries
+    they write carry `data["by"]` = {person, channel, via}."""
 
     kind: ActorKind
     id: str
     name: str
+    channel: str | None = None
+    via: str | None = None
 
     @classmethod
     def human(cls, user: str, name: str | None = None) -> Actor:
         return cls("human", user, name or user)
+
+    @classmethod
+    def deciding(cls, who: Decider) -> Actor:
+        return cls("human", who.person.id, who.person.name, who.channel, who.via)
+
+    def stamped(self, data: dict[str, Any] | None) -> dict[str, Any]:
+        """`data` with who decided and how, when the actor says so."""
+        if self.channel is None:
+            return data or {}
+        return {**(data or {}), "by": {"person": self.id, "channel": self.channel, "via": self.via}}
 
     @classmethod
     def alertmanager(cls, receiver: str) -> Actor:
@@ -90,7 +105,7 @@ def next_entry(
         "type": type,
         "summary": summary,
         # Round-trip through JSON now so the hashed form is the stored form on every backend.
-        "data": json.loads(json.dumps(data or {}, default=str, ensure_ascii=False)),
+        "data": json.loads(json.dumps(actor.stamped(data), default=str, ensure_ascii=False)),
         "prev_hash": incident.log_head,
     }
     fields["keyed"] = key is not None

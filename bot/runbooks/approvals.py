@@ -1,8 +1,10 @@
 """People deciding on steps: approve, skip, mark a manual step done, cancel, and expiry.
 
-Who may decide comes from the `roles` setting (person id -> roles); anyone with a role
-may approve. An approval is a row per (run, person), so one person counts once and a
-`two` step needs two different people; it binds to the run's parameter hash and counts
+Who decides is a `people.Decider`: a person (with the roles the people directory and the
+surface give them) and the channel they came through; anyone with a role may approve. An
+approval is a row per (run, person), never per identity, so one person counts once
+whether they approve in Slack, the console, the API or the CLI, and a `two` step needs
+two different people; it binds to the run's parameter hash and counts
 only before the run expires. Each function locks the run row, then the incident row
 (engine's lock order), refuses with a message that says what to do, and otherwise moves
 the run and logs it in the caller's transaction.
@@ -28,23 +30,22 @@ from bot.errors import ApprovalExpired, ApprovalRefused, StepNotFound, Transitio
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
+from bot.people import ROLE_ORDER, Decider
 from bot.runbooks import engine
 from bot.runbooks.models import StepApproval, StepRun
 from bot.runbooks.steps import StepState, check
 
 S = StepState
-ROLE_ORDER = ("admin", "second_line", "responder")
 
 
-def role_of(settings: Settings, person: str) -> str:
+def role_of(who: Decider) -> str:
     """The person's strongest role; ApprovalRefused when they have none."""
-    roles = settings.roles.get(person, [])
     for role in ROLE_ORDER:
-        if role in roles:
+        if role in who.roles:
             return role
     raise ApprovalRefused(
-        f"{person} has no role that may decide on steps; an admin adds them to the `roles` "
-        "setting (responder, second_line or admin)"
+        f"{who.id} has no role that may decide on steps; an admin gives them one in the "
+        "`people` setting (responder, second_line or admin)"
     )
 
 
@@ -91,13 +92,13 @@ def approve(
     session: Session,
     number: int,
     step_id: str,
-    person: str,
+    who: Decider,
     now: datetime,
     settings: Settings,
     params_hash: str | None = None,
 ) -> StepRun:
-    """Record `person`'s approval; the run is approved when enough people have."""
-    role = role_of(settings, person)
+    """Record `who`'s approval; the run is approved when enough different people have."""
+    person, role = who.id, role_of(who)
     run = current_run(session, number, step_id, lock=True)
     if run.state != S.AWAITING_APPROVAL:
         raise ApprovalRefused(_decided(session, run))
@@ -121,8 +122,10 @@ def approve(
     mine = next((a for a in given if a.approver == person), None)
     if mine is not None:
         missing = run.approvals_required - len(given)
+        through = f", through {mine.channel}" if mine.channel else ""
         raise ApprovalRefused(
-            f"you already approved step {step_id} at {mine.approved_at:%H:%M:%S} UTC; it "
+            f"you already approved step {step_id} at {mine.approved_at:%H:%M:%S} UTC "
+            f"({person}{through}); one person counts once whichever channel they use: it "
             f"needs {missing} more approval{'s' * (missing != 1)} from someone else"
         )
     incident = incidents.get(session, number, lock=True)
@@ -137,6 +140,7 @@ def approve(
         role=role,
         params_hash=run.params_hash,
         approved_at=now,
+        channel=who.channel,
     )
     session.add(approval)
     given.append(approval)
@@ -147,7 +151,7 @@ def approve(
             session,
             incident,
             at=now,
-            actor=log.Actor.human(person),
+            actor=log.Actor.deciding(who),
             type="step.approval",
             summary=f"{person} ({role}) approved step {step_id} ({len(given)} of "
             f"{run.approvals_required}); {missing} more different "
@@ -163,12 +167,16 @@ def approve(
         run,
         S.APPROVED,
         now=now,
-        actor=log.Actor.human(person),
+        actor=log.Actor.deciding(who),
         summary=(
             f"step {step_id}: {run.action} {engine.brief(run.params, run.action)} "
             f"approved by {names}"
         ),
-        data={"approvers": [a.approver for a in given], "params_hash": run.params_hash},
+        data={
+            "approvers": [a.approver for a in given],
+            "channels": [a.channel for a in given],
+            "params_hash": run.params_hash,
+        },
     )
     return run
 
@@ -205,20 +213,20 @@ def skip(
     session: Session,
     number: int,
     step_id: str,
-    person: str,
+    who: Decider,
     now: datetime,
     settings: Settings,
     note: str | None = None,
 ) -> StepRun:
     """A person decides a waiting step will not run; the runbook goes on."""
-    role = role_of(settings, person)
+    person, role = who.id, role_of(who)
     run = current_run(session, number, step_id, lock=True)
     why = f": {note}" if note else ""
     return _end(
         session,
         run,
         S.SKIPPED,
-        person=person,
+        who=who,
         now=now,
         settings=settings,
         note=note,
@@ -231,13 +239,13 @@ def complete(
     session: Session,
     number: int,
     step_id: str,
-    person: str,
+    who: Decider,
     now: datetime,
     settings: Settings,
     note: str,
 ) -> StepRun:
     """A person marks a manual step done, saying what they did."""
-    role = role_of(settings, person)
+    person, role = who.id, role_of(who)
     note = note.strip()
     if not note:
         raise ApprovalRefused(f'say what was done: --note "replaced the cable" ({step_id})')
@@ -251,7 +259,7 @@ def complete(
         session,
         run,
         S.SUCCEEDED,
-        person=person,
+        who=who,
         now=now,
         settings=settings,
         note=note,
@@ -265,13 +273,13 @@ def cancel(
     session: Session,
     number: int,
     step_id: str,
-    person: str,
+    who: Decider,
     now: datetime,
     settings: Settings,
     note: str | None = None,
 ) -> StepRun:
     """A person decides a step that has not started will not run, and stops the runbook."""
-    role = role_of(settings, person)
+    person, role = who.id, role_of(who)
     run = current_run(session, number, step_id, lock=True)
     if run.state == S.RUNNING:
         raise TransitionRefused(
@@ -283,7 +291,7 @@ def cancel(
         session,
         run,
         S.CANCELLED,
-        person=person,
+        who=who,
         now=now,
         settings=settings,
         note=note,
@@ -297,7 +305,7 @@ def _end(
     run: StepRun,
     target: StepState,
     *,
-    person: str,
+    who: Decider,
     now: datetime,
     settings: Settings,
     note: str | None,
@@ -305,11 +313,11 @@ def _end(
     logged: str,
     result: dict[str, Any] | None = None,
 ) -> StepRun:
-    """End a run `person` decided on (skip, done, cancel): `summary` on the run, `logged`
+    """End a run `who` decided on (skip, done, cancel): `summary` on the run, `logged`
     in the incident log; then the engine goes on (or stops, for a cancel)."""
     check(run.step_id, run.state, target)
     incident = incidents.get(session, run.incident_number, lock=True)
-    run.actor, run.decided_at, run.finished_at = person, now, now
+    run.actor, run.decided_at, run.finished_at = who.id, now, now
     run.lease_until = None  # a run that ended holds no lease (only running ones have one)
     run.summary = summary
     if result is not None:
@@ -320,7 +328,7 @@ def _end(
         run,
         target,
         now=now,
-        actor=log.Actor.human(person),
+        actor=log.Actor.deciding(who),
         summary=logged,
         data={"note": note},
     )

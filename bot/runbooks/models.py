@@ -146,3 +146,5 @@ class StepApproval(Base):
     role: Mapped[str] = mapped_column(String(32))
     params_hash: Mapped[str] = mapped_column(String(64))
     approved_at: Mapped[datetime]
+    channel: Mapped[str | None] = mapped_column(String(16))
+    """slack, console, api or cli (`bot.people.Channel`); None before people."""

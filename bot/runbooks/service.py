@@ -24,6 +24,7 @@ from bot.escalation import ladder
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
+from bot.people import Decider
 from bot.runbooks import approvals, engine
 from bot.runbooks.models import StepRun
 
@@ -106,13 +107,13 @@ def approve(
     number: int,
     step_id: str,
     *,
-    person: str,
+    who: Decider,
     clock: Clock,
     settings: Settings,
     params_hash: str | None = None,
 ) -> StepRun:
     try:
-        return _decide(approvals.approve, db, number, step_id, person, clock, settings, params_hash)
+        return _decide(approvals.approve, db, number, step_id, who, clock, settings, params_hash)
     except ApprovalExpired:
         with db.transaction() as session:
             approvals.expire(session, number, step_id, clock.now(), settings)
@@ -124,12 +125,12 @@ def skip(
     number: int,
     step_id: str,
     *,
-    person: str,
+    who: Decider,
     clock: Clock,
     settings: Settings,
     note: str | None = None,
 ) -> StepRun:
-    return _decide(approvals.skip, db, number, step_id, person, clock, settings, note)
+    return _decide(approvals.skip, db, number, step_id, who, clock, settings, note)
 
 
 def complete(
@@ -137,12 +138,12 @@ def complete(
     number: int,
     step_id: str,
     *,
-    person: str,
+    who: Decider,
     clock: Clock,
     settings: Settings,
     note: str,
 ) -> StepRun:
-    return _decide(approvals.complete, db, number, step_id, person, clock, settings, note)
+    return _decide(approvals.complete, db, number, step_id, who, clock, settings, note)
 
 
 def cancel(
@@ -150,12 +151,12 @@ def cancel(
     number: int,
     step_id: str,
     *,
-    person: str,
+    who: Decider,
     clock: Clock,
     settings: Settings,
     note: str | None = None,
 ) -> StepRun:
-    return _decide(approvals.cancel, db, number, step_id, person, clock, settings, note)
+    return _decide(approvals.cancel, db, number, step_id, who, clock, settings, note)
 
 
 def _decide(
@@ -163,14 +164,14 @@ def _decide(
     db: Database,
     number: int,
     step_id: str,
-    person: str,
+    who: Decider,
     clock: Clock,
     settings: Settings,
     extra: str | None,
 ) -> StepRun:
-    """One person's decision on a step (an `approvals` function) in its own transaction."""
+    """`who`'s decision on a step (an `approvals` function) in its own transaction."""
     with db.transaction() as session:
-        return decision(session, number, step_id, person, clock.now(), settings, extra)
+        return decision(session, number, step_id, who, clock.now(), settings, extra)
 
 
 def resolve(

@@ -32,7 +32,7 @@ from bot.db import Database
 from bot.sim import SimHandle
 from tests.chat.slack_rig import CHANNEL, SECRET
 from tests.runbooks.rig import ROLES
-from tests.support import fake_slack
+from tests.support import fake_slack, people
 from tests.support.alertmanager import free_port
 from tests.support.fake_slack import FakeSlack
 from tests.support.tcpproxy import TcpProxy
@@ -152,6 +152,18 @@ def incident(client: httpx.Client, number: int) -> dict[str, Any]:
     assert answer.status_code == 200, answer.text
     detail: dict[str, Any] = answer.json()
     return detail
+
+
+def decide_as(bot: Bot, person: str) -> dict[str, str]:
+    """The `Authorization` header of a new personal API token of `person`, made in the
+    bot's database as `runbook-bot tokens create` makes it: the webhook token decides
+    nothing."""
+    return people.bearer_at(
+        bot.settings["database_url"],
+        person,
+        roles=bot.settings.get("roles", {}),
+        people=bot.settings.get("people", {}),
+    )
 
 
 def api(bot: Bot) -> httpx.Client:

@@ -42,6 +42,7 @@ from tests.chaos.bots import (
     api,
     bot_settings,
     card_counts,
+    decide_as,
     numbers,
     quiet,
     row,
@@ -122,6 +123,7 @@ def approve_cordons(client: httpx.Client, bot: Bot, wanted: int, done: set[int])
     """Approve the cordons of `wanted` more incidents, waiting (bounded) until that many are
     proposed: the worker may still be starting or running status steps. Their numbers."""
     approved: list[int] = []
+    alice = decide_as(bot, "alice")
 
     def approve() -> bool:
         for number in numbers(client):
@@ -130,7 +132,7 @@ def approve_cordons(client: httpx.Client, bot: Bot, wanted: int, done: set[int])
             if number in done or steps(client, number).get("cordon") != "awaiting_approval":
                 continue
             answer = client.post(
-                f"/api/incidents/{number}/steps/cordon/approve", json={"as": "alice"}
+                f"/api/incidents/{number}/steps/cordon/approve", json={}, headers=alice
             )
             assert answer.status_code == 200, answer.text
             approved.append(number)

@@ -29,6 +29,7 @@ from tests.chaos.bots import (
     bot_settings,
     card_counts,
     cards,
+    decide_as,
     incident,
     numbers,
     quiet,
@@ -172,7 +173,9 @@ def test_kubernetes_bmc_and_slack_faults_are_reported_retried_within_bounds_and_
             bot,
         )
         approved = client.post(
-            f"/api/incidents/{failing}/steps/cordon/approve", json={"as": "alice"}
+            f"/api/incidents/{failing}/steps/cordon/approve",
+            json={},
+            headers=decide_as(bot, "alice"),
         )
         assert approved.status_code == 200, approved.text
         settle(

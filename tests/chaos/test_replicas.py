@@ -31,6 +31,7 @@ from tests.chaos.bots import (
     Record,
     bot_settings,
     card_counts,
+    decide_as,
     numbers,
     quiet,
     row,
@@ -135,7 +136,9 @@ def follow(client: httpx.Client, number: int, bot: Bot) -> list[str]:
         assert step in DECISIONS, (step, states)
         for person in DECISIONS[step]:
             answer = client.post(
-                f"/api/incidents/{number}/steps/{step}/approve", json={"as": person}
+                f"/api/incidents/{number}/steps/{step}/approve",
+                json={},
+                headers=decide_as(bot, person),
             )
             assert answer.status_code == 200, answer.text
         answered.append(step)

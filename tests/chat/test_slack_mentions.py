@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
+from bot.clock import FrozenClock
+from bot.db import Database
+from bot.sim import SimHandle
 from tests.chat.slack_rig import Chat
 from tests.runbooks.rig import TWO_STEPS
 from tests.support import server
+from tests.support.fake_slack import FakeSlack
 from tests.support.payloads import alert, notification
 
 CEO = "U0CEO12345"
@@ -82,3 +87,35 @@ def test_mentions_in_alert_text_reach_slack_as_text_and_a_real_approver_still_is
     for live in LIVE:
         assert live not in sent, f"alert text became a live {live!r}"
     assert "<@UALICE>" in sent, "the approver who clicked is no longer a mention"
+
+
+def test_a_person_is_mentioned_by_the_slack_id_people_gives_them_and_a_receiver_never(
+    db: Database, clock: FrozenClock, tmp_path: Path, slack: FakeSlack, sim: SimHandle
+) -> None:
+    chat = Chat(
+        db, clock, tmp_path, slack, sim, people={"alice": {"name": "Alice", "slack": "UALICE"}}
+    )
+    chat.rig.write(TWO_STEPS)
+    with (
+        server.running(chat.settings, db, clock, catalog=chat.rig.catalog(), slack=chat.app) as url,
+        httpx.Client(base_url=url, timeout=10) as http,
+    ):
+        # The receiver's name is the payload's: it names the log entry's actor, a mention never.
+        body = notification([alert(host="gpu-node-01")], receiver=f"slack:{CEO}")
+        stored = http.post("/webhooks/alertmanager", json=body)
+        assert stored.status_code == 200, stored.text
+        number = int(str(stored.json()["incident"]).removeprefix("INC-"))
+        chat.worker.propose()
+        chat.work()
+        assert chat.send_all() == 0
+        run = chat.rig.runs(number)["cordon"].id
+        clicked = chat.click(http, "step.approve", run, "UALICE")
+        assert clicked.status_code == 200, clicked.text
+        chat.work()
+        assert chat.send_all() == 0
+
+    sent = _sent(chat)
+    approved = [e for e in chat.rig.log(number) if e.type == "step.approved"][-1]
+    assert approved.actor_id == "alice"  # the person, not the Slack identity
+    assert "<@UALICE>" in sent, "alice's approval does not mention her by her Slack id"
+    assert f"slack:{CEO}" in sent and f"<@{CEO}>" not in sent

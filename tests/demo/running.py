@@ -19,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import people
+
 REPO = Path(__file__).resolve().parents[2]
 RUNBOOK_BOT = Path(sys.executable).parent / "runbook-bot"
 PASSWORD = "demo-Pw-2026"
@@ -49,6 +51,12 @@ class Demo:
     @property
     def token(self) -> str:
         return (self.folder / "webhook-token").read_text().strip()
+
+    def decide_as(self, person: str) -> dict[str, str]:
+        """The `Authorization` header of a personal API token of the demo user `person`,
+        made in the demo's database as `runbook-bot tokens create` makes it."""
+        url = f"sqlite:///{self.said('database')}"
+        return people.bearer_at(url, person, roles={person: ["responder"]})
 
     def client(self) -> httpx.Client:
         return httpx.Client(

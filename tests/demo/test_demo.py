@@ -44,8 +44,8 @@ def _step(client: httpx.Client, ref: str, step: str) -> dict[str, Any]:
     return row
 
 
-def _approve(client: httpx.Client, ref: str, step: str, person: str) -> None:
-    response = client.post(f"/api/incidents/{ref}/steps/{step}/approve", json={"as": person})
+def _approve(client: httpx.Client, ref: str, step: str, auth: dict[str, str]) -> None:
+    response = client.post(f"/api/incidents/{ref}/steps/{step}/approve", json={}, headers=auth)
     assert response.status_code == 200, response.text
 
 
@@ -88,12 +88,13 @@ def test_the_xid_demo_prints_its_logins_and_the_gpu_is_cordoned_and_drained_on_a
             )
             assert cordon["approvals_required"] == 1
 
-            _approve(client, xid["id"], "cordon", "oncall")
+            oncall = running.decide_as("oncall")
+            _approve(client, xid["id"], "cordon", oncall)
             drain = eventually(
                 lambda: _waiting(client, xid["id"], "drain"), timeout=30, what="drain"
             )
             assert drain["approvals_required"] == 1
-            _approve(client, xid["id"], "drain", "oncall")
+            _approve(client, xid["id"], "drain", oncall)
             drained = eventually(
                 lambda: (row := _step(client, xid["id"], "drain"))["state"] == "succeeded" and row,
                 timeout=60,

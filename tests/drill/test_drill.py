@@ -27,7 +27,7 @@ from bot.runbooks import service as runbooks
 from bot.sim import alerts, seed
 from tests.runbooks.drive import Drive, simulator
 from tests.sim.waiting import eventually
-from tests.support import server
+from tests.support import people, server
 from tests.support.cli import Run
 
 TOKEN = "drill-webhook-token-5f2a"
@@ -49,11 +49,14 @@ class Team:
             base_url=self.url, timeout=10, headers={"Authorization": f"Bearer {TOKEN}"}
         )
 
-    def approve(self, number: int, step: str, *people: str) -> None:
+    def approve(self, number: int, step: str, *persons: str) -> None:
         with self.api() as client:
-            for person in people:
+            for person in persons:
+                rig = self.drive.rig
                 answer = client.post(
-                    f"/api/incidents/INC-{number}/steps/{step}/approve", json={"as": person}
+                    f"/api/incidents/INC-{number}/steps/{step}/approve",
+                    json={},
+                    headers=people.bearer(rig.db, rig.settings, person),
                 )
                 assert answer.status_code == 200, answer.text
         self.drive.settle()

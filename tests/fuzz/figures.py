@@ -90,7 +90,33 @@ SECURITY = [
             "tests/chat/test_slack.py::test_a_disruptive_step_needs_two_different_people",
             "tests/console/test_decisions.py::test_a_disruptive_step_needs_two_different_people",
             "tests/security/test_api_approvals.py::"
-            "test_one_responder_cannot_approve_a_disruptive_step_alone_through_the_api",
+            "test_the_webhook_token_decides_nothing_and_a_token_decides_only_as_its_owner",
+        ),
+    ),
+    Row(
+        "the Alertmanager webhook token on the decision endpoints: a disruptive step "
+        'approved `{"as": "alice"}` then `{"as": "bob"}`; no token; a revoked, forged or '
+        "5 KiB token; alice's own token naming bob",
+        "401 for the webhook token and every invalid token (the body unread), 400 for a body "
+        "with `as`; alice's token counts once and the step still waits; the CLI's `--as` "
+        "must name a known person (exit 2) (issue 19, item 1)",
+        (
+            "tests/security/test_api_approvals.py::"
+            "test_the_webhook_token_decides_nothing_and_a_token_decides_only_as_its_owner",
+            "tests/runbooks/test_step_commands.py::"
+            "test_the_decision_endpoints_answer_401_without_a_token_even_with_no_webhook_token",
+            "tests/runbooks/test_step_commands.py::test_the_clis_as_must_name_a_known_person",
+        ),
+    ),
+    Row(
+        "alice approves a disruptive step as console user `alice`, then in Slack as "
+        "`slack:UALICE` (the Slack id of the same person)",
+        'the Slack approval is refused ("one person counts once whichever channel they '
+        'use"); the step waits until bob approves; the log records each person with its '
+        "channel (issue 19, item 2)",
+        (
+            "tests/security/test_api_approvals.py::"
+            "test_one_person_through_the_console_and_slack_is_one_approver",
         ),
     ),
     Row(

@@ -37,11 +37,12 @@ from bot.runbooks import catalog as catalogs
 from bot.web import build_app
 from bot.worker import Worker
 from tests.fuzz.conftest import Tally
-from tests.support import server
+from tests.support import people, server
 from tests.support.payloads import fixture
 
 TOKEN = "fuzz-webhook-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+"""The webhook's credentials; the decision endpoints take a person's own token instead."""
 # The first step waits for people (no worker runs here), so decisions reach the engine.
 RUNBOOK = """\
 id: gpu-xid
@@ -74,8 +75,9 @@ OPERATIONS = [
 @pytest.fixture
 def app(
     db: Database, db_url: str, clock: FrozenClock, tmp_path: Path
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The app's base URL and the document it serves, with INC-1 open on RUNBOOK."""
+) -> Iterator[tuple[str, dict[str, Any], dict[str, str]]]:
+    """The app's base URL, the document it serves (with INC-1 open on RUNBOOK) and the
+    `Authorization` header of alice's personal API token."""
     (tmp_path / "runbooks").mkdir()
     (tmp_path / "runbooks" / "gpu-xid.yaml").write_text(RUNBOOK)
     settings = load_settings(
@@ -93,7 +95,7 @@ def app(
         Worker(db, settings, clock).propose()  # as serve's worker does: the first step waits
         document = client.get("/openapi.json")
         assert document.status_code == 200
-        yield url, document.json()
+        yield url, document.json(), people.bearer(db, settings, "alice")
 
 
 def _strategy(
@@ -119,16 +121,21 @@ def _strategy(
             operation.as_strategy(
                 generation_mode=mode,
                 path_parameters={"number": "INC-1", "step": step},
-                body={"as": person, "note": "fuzz"},
+                body={"note": "fuzz"},
             )
             for step in waiting
-            for person in ("alice", "bob")
         ]
     return st.one_of(variants)
 
 
-def _exchange(url: str, cases: st.SearchStrategy[Any], checks: list[Any], tally: Tally) -> None:
-    """Send every generated case to the app and check its answer."""
+def _exchange(
+    url: str,
+    cases: st.SearchStrategy[Any],
+    checks: list[Any],
+    tally: Tally,
+    auth: dict[str, str],
+) -> None:
+    """Send every generated case to the app with `auth` and check its answer."""
 
     @settings(
         max_examples=EXAMPLES,
@@ -139,10 +146,10 @@ def _exchange(url: str, cases: st.SearchStrategy[Any], checks: list[Any], tally:
     )
     @given(case=cases)
     def exchange(case: Any) -> None:
-        response = case.call(base_url=url, headers=AUTH, timeout=10)
+        response = case.call(base_url=url, headers=auth, timeout=10)
         mode = "negative" if negative_data_rejection in checks else "positive"
         tally.count(f"{mode} {response.status_code}")
-        case.validate_response(response, checks=checks, headers=AUTH)
+        case.validate_response(response, checks=checks, headers=auth)
 
     exchange()
 
@@ -150,9 +157,10 @@ def _exchange(url: str, cases: st.SearchStrategy[Any], checks: list[Any], tally:
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize(("path", "method"), OPERATIONS, ids=[f"{m} {p}" for p, m in OPERATIONS])
 def test_every_answer_conforms_to_the_document_and_none_is_a_server_error(
-    app: tuple[str, dict[str, Any]], tally: Tally, path: str, method: str
+    app: tuple[str, dict[str, Any], dict[str, str]], tally: Tally, path: str, method: str
 ) -> None:
-    url, document = app
+    url, document, personal = app
+    auth = personal if "/steps/{step}/" in path else AUTH
     schema = schemathesis.openapi.from_dict(document)
     operation = schema[path][method]
     rows = httpx.get(f"{url}/api/incidents/1/steps").json()["steps"]
@@ -160,11 +168,16 @@ def test_every_answer_conforms_to_the_document_and_none_is_a_server_error(
     waiting = [row["step"] for row in rows if row["state"] == "awaiting_approval"]
     assert steps and waiting, rows
 
-    _exchange(url, _strategy(operation, steps, waiting, GenerationMode.POSITIVE), CHECKS, tally)
+    positive = _strategy(operation, steps, waiting, GenerationMode.POSITIVE)
+    _exchange(url, positive, CHECKS, tally, auth)
     if operation.path_parameters or operation.query or operation.body:
         negative = [*CHECKS, negative_data_rejection]
         _exchange(
-            url, _strategy(operation, steps, waiting, GenerationMode.NEGATIVE), negative, tally
+            url,
+            _strategy(operation, steps, waiting, GenerationMode.NEGATIVE),
+            negative,
+            tally,
+            auth,
         )
 
     assert tally.tried > 0

@@ -98,7 +98,7 @@ def scripted(db: Database, tmp_path: Path, sim: SimHandle) -> tuple[Rig, int]:
     rig.approve(number, "cordon", "alice")
     at(22)
     at(57)
-    runbooks.complete(db, number, "checkpoint", person="bob", clock=clock,
+    runbooks.complete(db, number, "checkpoint", who=rig.who("bob"), clock=clock,
                       settings=rig.settings, note=NOTE)  # fmt: skip
     at(84)
     rig.approve(number, "uncordon", "alice")

@@ -54,6 +54,12 @@ EN = """\
 """
 
 
+@pytest.fixture(autouse=True)
+def known_people(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's `--as` names a person of the settings: these are."""
+    monkeypatch.setenv("RUNBOOK_BOT_PEOPLE", '{"alice": {}, "bob": {}, "carol": {}}')
+
+
 @pytest.fixture
 def rig(db: Database, clock: FrozenClock, tmp_path: Path) -> Rig:
     return Rig(db, clock, tmp_path)

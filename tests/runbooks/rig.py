@@ -14,6 +14,7 @@ from bot.config import Settings, load_settings
 from bot.db import Database
 from bot.incidents import log
 from bot.incidents.models import LogEntry
+from bot.people import Channel, Decider, Directory, Person
 from bot.runbooks import catalog as catalogs
 from bot.runbooks import engine, service
 from bot.runbooks.catalog import Catalog
@@ -125,9 +126,21 @@ class Rig:
             rows = session.query(StepApproval).filter_by(step_run_id=run.id).all()
             return sorted(row.approver for row in rows)
 
+    def who(self, person: str, channel: Channel = "cli") -> Decider:
+        """`person` as the people directory knows them (no roles when it does not),
+        deciding through `channel`."""
+        found = Directory(self.settings).resolve("person", person) or Person(person, person)
+        return Decider(found, channel, f"{channel}:{person}")
+
     def approve(self, number: int, step: str, person: str, **extra: Any) -> StepRun:
         return service.approve(
-            self.db, number, step, person=person, clock=self.clock, settings=self.settings, **extra
+            self.db,
+            number,
+            step,
+            who=self.who(person),
+            clock=self.clock,
+            settings=self.settings,
+            **extra,
         )
 
     def skip(self, number: int, step: str, person: str, note: str | None = None) -> StepRun:
@@ -135,7 +148,7 @@ class Rig:
             self.db,
             number,
             step,
-            person=person,
+            who=self.who(person),
             clock=self.clock,
             settings=self.settings,
             note=note,
@@ -146,7 +159,7 @@ class Rig:
             self.db,
             number,
             step,
-            person=person,
+            who=self.who(person),
             clock=self.clock,
             settings=self.settings,
             note=note,

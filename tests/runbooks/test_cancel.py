@@ -47,7 +47,7 @@ def rig(db: Database, clock: FrozenClock, tmp_path: Path) -> Rig:
 
 def _cancel(rig: Rig, number: int, step: str, person: str, note: str | None = None) -> None:
     service.cancel(
-        rig.db, number, step, person=person, clock=rig.clock, settings=rig.settings, note=note
+        rig.db, number, step, who=rig.who(person), clock=rig.clock, settings=rig.settings, note=note
     )
 
 

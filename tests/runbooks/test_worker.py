@@ -23,7 +23,7 @@ from bot.sim import SimHandle
 from bot.worker import Worker
 from tests.runbooks.rig import TWO_STEPS, Rig
 from tests.sim.waiting import eventually
-from tests.support import server, working
+from tests.support import people, server, working
 from tests.support.payloads import alert, notification
 
 NODE = "/api/v1/nodes/gpu-node-01"
@@ -385,7 +385,9 @@ def test_a_webhook_opens_an_incident_whose_approved_step_the_served_worker_runs(
                 what="the status step to run and the cordon to be proposed",
             )
             approved = client.post(
-                f"/api/incidents/{number}/steps/cordon/approve", json={"as": "alice"}
+                f"/api/incidents/{number}/steps/cordon/approve",
+                json={},
+                headers=people.bearer(rig.db, rig.settings, "alice"),
             )
             assert approved.status_code == 200
             eventually(

@@ -12,7 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.config import load_settings
 from bot.db import Database
+from tests.support import people
 from tests.support.payloads import alert, notification
 from tests.support.rows import counts
 
@@ -107,13 +109,14 @@ def test_a_limit_that_is_no_ascii_number_is_a_400_with_the_range(client: httpx.C
 
 
 def test_a_decision_on_an_incident_number_past_any_integer_is_a_404(
-    serve: Callable[..., httpx.Client],
+    serve: Callable[..., httpx.Client], db: Database
 ) -> None:
-    client = serve(webhook_token="t0ken")
+    settings = load_settings(people={"alice": {"roles": ["responder"]}})
+    client = serve(people={"alice": {"roles": ["responder"]}})
     response = client.post(
         "/api/incidents/INC-99999999999999999999/steps/cordon/approve",
-        json={"as": "alice"},
-        headers={"Authorization": "Bearer t0ken"},
+        json={},
+        headers=people.bearer(db, settings, "alice"),
     )
 
     assert response.status_code == 404, response.text

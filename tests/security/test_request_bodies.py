@@ -12,6 +12,7 @@ from __future__ import annotations
 import select
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,7 +25,7 @@ from bot.clock import FrozenClock
 from bot.db import Database
 from bot.web import MAX_DECISION_BYTES
 from tests.console.rig import ConsoleRig
-from tests.support import fake_slack
+from tests.support import fake_slack, people
 
 MiB = 1024 * 1024
 FLOOD = 64 * MiB
@@ -36,8 +37,23 @@ LOGIN = "/login"
 CAPS = {SLACK: MAX_BODY_BYTES, HOOK: 2048, APPROVE: MAX_DECISION_BYTES, LOGIN: 16 * 1024}
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str
+    token: str
+    """alice's personal API token: the decision endpoints read no body before it."""
+
+    def auth(self, path: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if path == APPROVE else {}
+
+
 @pytest.fixture
-def url(db: Database, clock: FrozenClock, tmp_path: Path) -> Iterator[str]:
+def url(served: Served) -> str:
+    return served.url
+
+
+@pytest.fixture
+def served(db: Database, clock: FrozenClock, tmp_path: Path) -> Iterator[Served]:
     with fake_slack.running() as slack:
         rig = ConsoleRig(
             db,
@@ -50,8 +66,9 @@ def url(db: Database, clock: FrozenClock, tmp_path: Path) -> Iterator[str]:
             slack_api_url=slack.api_url,
         )
         app = SlackApp(rig.settings, db, clock, slack_chat.api(rig.settings))
+        token = people.token(db, rig.settings, "alice")
         with rig.serving(slack=app) as base:
-            yield base
+            yield Served(base, token)
 
 
 def _connect(url: str) -> socket.socket:
@@ -154,12 +171,12 @@ def test_an_unsigned_slack_post_far_past_the_cap_is_a_413_in_bounded_memory(
 
 @pytest.mark.parametrize("path", [SLACK, HOOK, APPROVE, LOGIN])
 def test_a_declared_length_past_the_cap_is_a_413_before_the_body_is_read(
-    url: str, path: str
+    served: Served, path: str
 ) -> None:
-    with _connect(url) as sock:
+    with _connect(served.url) as sock:
         # 2 GiB announced, nothing sent: an answer now means nothing was waited for.
         kind = "application/x-www-form-urlencoded" if path == LOGIN else "application/json"
-        sock.sendall(_head(path, Content_Length=2**31, Content_Type=kind))
+        sock.sendall(_head(path, Content_Length=2**31, Content_Type=kind, **served.auth(path)))
         status, body = _answer(sock)
 
     assert status == 413, body
@@ -167,10 +184,14 @@ def test_a_declared_length_past_the_cap_is_a_413_before_the_body_is_read(
 
 
 @pytest.mark.parametrize("path", [SLACK, HOOK, APPROVE, LOGIN])
-def test_every_post_that_reads_a_body_refuses_a_chunked_flood_with_413(url: str, path: str) -> None:
+def test_every_post_that_reads_a_body_refuses_a_chunked_flood_with_413(
+    served: Served, path: str
+) -> None:
     kind = "application/x-www-form-urlencoded" if path == LOGIN else "application/json"
-    with _connect(url) as sock:
-        sock.sendall(_head(path, Transfer_Encoding="chunked", Content_Type=kind))
+    with _connect(served.url) as sock:
+        sock.sendall(
+            _head(path, Transfer_Encoding="chunked", Content_Type=kind, **served.auth(path))
+        )
         sent = _send_until_answered(sock, _chunked(8 * MiB))
         status, body = _answer(sock)
 

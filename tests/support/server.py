@@ -29,6 +29,7 @@ def running(settings: Settings, db: Database, clock: Clock, **app: Any) -> Itera
         build_app(settings, db, clock, **app),
         log_level="warning",
         access_log=False,
+        proxy_headers=False,  # as serve: the peer is the socket's
         lifespan="off",
         ws="none",
     )

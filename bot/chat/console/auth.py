@@ -1,6 +1,7 @@
-"""Who may log in to the console and with which roles: users with hashed passwords, or
-the one admin token (user `admin`, role admin). Failed logins are throttled per user
-name and client address (`throttle.Throttle`)."""
+"""Who may log in to the console and who they are: users with hashed passwords, or the one
+admin token (user `admin`, role admin). A login is a person of the people directory (the
+one with that console login), with that person's roles. Failed logins are throttled per
+user name and client address (`throttle.Throttle`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from datetime import datetime
 
 from bot.chat.console import passwords
 from bot.chat.console.throttle import FAILURES, WINDOW, LoginThrottled, Throttle
-from bot.chat.decisions import ROLE_ORDER, Clicker
+from bot.chat.decisions import Clicker
 from bot.config import Settings
+from bot.people import Decider, Directory, Person
 
 ADMIN = "admin"
 
@@ -20,18 +22,20 @@ __all__ = ["ADMIN", "FAILURES", "WINDOW", "Auth", "LoginThrottled"]
 class Auth:
     def __init__(self, settings: Settings) -> None:
         self.console = settings.console
+        self.directory = Directory(settings)
         self.throttle = Throttle(self.console.login_throttle_size)
 
     def user(self, name: str) -> Clicker | None:
         """The console user `name` as the decisions know them; None if there is none (a
         user removed from the settings is logged out)."""
-        if name == ADMIN and self.console.secret("admin_token") is not None:
-            return Clicker(ADMIN, ADMIN, (ADMIN,))
-        found = self.console.users.get(name)
-        if found is None:
+        admin = name == ADMIN and self.console.secret("admin_token") is not None
+        if not admin and name not in self.console.users:
             return None
-        roles = tuple(role for role in ROLE_ORDER if role in found.roles)
-        return Clicker(name, found.name or name, roles)
+        person = self.directory.resolve("console", name)
+        return None if person is None else self.signed_in(person, f"console:{name}")
+
+    def signed_in(self, person: Person, via: str) -> Clicker:
+        return Decider(person, "console", via)
 
     def password(self, name: str, password: str, client: str, now: datetime) -> Clicker | None:
         """The user, when `password` is theirs. LoginThrottled after too many failures."""

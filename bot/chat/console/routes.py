@@ -26,6 +26,7 @@ from bot import inputs
 from bot.chat import cards
 from bot.chat.console import pages, render
 from bot.chat.console.auth import Auth, LoginThrottled
+from bot.chat.console.proxy import ProxyPersonUnknown, TrustedProxy
 from bot.chat.console.sessions import COOKIE, FLASH, LOGIN, Login, Signer
 from bot.chat.decisions import Clicker, Decisions
 from bot.chat.views import CardView, LogLine
@@ -99,6 +100,7 @@ class Console:
         self.db = db
         self.clock = clock
         self.auth = Auth(settings)
+        self.proxy = TrustedProxy(settings, self.auth.directory)
         console = settings.console
         self.signer = Signer(
             console.secret("session_secret"), console.session_ttl, secure=console.secure_cookies
@@ -155,6 +157,13 @@ class Console:
     # --- sessions ------------------------------------------------------------------------
 
     def _session(self, request: Request) -> tuple[Login, Clicker] | None:
+        """The login and who it is: the person a trusted proxy names (ProxyPersonUnknown
+        when it names nobody known), else the session cookie's."""
+        proxied = self.proxy.person(request.headers, _client(request))
+        if proxied is not None:
+            person, via = proxied
+            signed = self.signer.proxied(person.id, self.clock.now())
+            return signed, self.auth.signed_in(person, via)
         login = self.signer.read(request.cookies.get(COOKIE), self.clock.now())
         user = self.auth.user(login.user) if login is not None else None
         return (login, user) if login is not None and user is not None else None
@@ -163,7 +172,10 @@ class Console:
         """A GET page: the login's; without one, a 303 to the login page."""
 
         async def endpoint(request: Request) -> Response:
-            session = self._session(request)
+            try:
+                session = self._session(request)
+            except ProxyPersonUnknown as exc:
+                return self._error(exc, None)
             if session is None:
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                 return RedirectResponse(f"/login?next={quote(target)}", 303)
@@ -374,8 +386,11 @@ class Console:
     async def events(self, request: Request) -> Response:
         """The incident's log as server-sent events, `id:` its sequence number, from after
         `Last-Event-ID` (or `?after=`)."""
-        if self._session(request) is None:
-            return Response("log in first: open /login", 401, media_type="text/plain")
+        try:
+            if self._session(request) is None:
+                return Response("log in first: open /login", 401, media_type="text/plain")
+        except ProxyPersonUnknown as exc:
+            return Response(str(exc), exc.status, media_type="text/plain")
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         try:
             number = _number(request)
@@ -433,7 +448,10 @@ class Console:
         `decide`, which answers the flash text."""
 
         async def endpoint(request: Request) -> Response:
-            session = self._session(request)
+            try:
+                session = self._session(request)
+            except ProxyPersonUnknown as exc:
+                return Response(str(exc), exc.status, media_type="text/plain")
             if session is None:
                 return Response("log in first: open /login", 401, media_type="text/plain")
             login, user = session

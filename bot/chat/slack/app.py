@@ -38,14 +38,13 @@ from bot.chat.decisions import Clicker
 from bot.chat.models import ChatCard, SlackRequest
 from bot.chat.slack import blocks, ids
 from bot.chat.slack.client import SlackApi
-from bot.chat.slack.people import Roles, person
+from bot.chat.slack.people import PREFIX, Roles, person
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database, insert_new
 from bot.durations import format_duration, parse_duration
 from bot.errors import BotError, PayloadInvalid
 from bot.escalation import oncall
-from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import ACTIVE_STATUSES
 from bot.postmortem import followups
@@ -94,6 +93,7 @@ class SlackApp:
         self.clock = clock
         self.api = api
         self.roles = Roles(settings, api)
+        self.mentions = self.roles.directory.slack_id
         self._wakes = [w for w in (wake, wake_chat) if w is not None]
         self.decisions = decisions.Decisions(settings, db, clock, self.wake)
         self.app = App(
@@ -272,7 +272,7 @@ class SlackApp:
         number = int(REF.match(args[0]).group(1))  # type: ignore[union-attr]
         if verb == "show":
             with self.db.session() as session:
-                return blocks.card(cards.card(session, number, now))
+                return blocks.card(cards.card(session, number, now), self.mentions)
         if verb == "postmortem":
             return self._postmortem(number, args[1:], now)
         who = self._clicker(user)
@@ -290,9 +290,9 @@ class SlackApp:
                     return blocks.ephemeral(
                         "name the owner as a mention: `/incident owner INC-7 @user`"
                     )
-                owner = person(mention.group(1))
+                owner = self._person_id(mention.group(1))
             owner = self.decisions.own(who, number, owner)
-            return blocks.ephemeral(f"INC-{number} is owned by {owner}", [owner])
+            return blocks.ephemeral(f"INC-{number} is owned by {owner}", [owner], self.mentions)
         if verb == "silence":
             length = _duration(args[1:], f"/incident silence INC-{number} 2h")
             self.decisions.silence(who, number, length)
@@ -351,7 +351,7 @@ class SlackApp:
         that user the on-call (anyone with a role may)."""
         if not args:
             with self.db.session() as session:
-                return blocks.ephemeral(*on_call(session, self.settings, now))
+                return blocks.ephemeral(*on_call(session, self.settings, now), self.mentions)
         mention = MENTION.match(args[0])
         if mention is None:
             return blocks.ephemeral(
@@ -366,9 +366,9 @@ class SlackApp:
                 "you need the responder role to change who is on call; ask an admin to add "
                 "you to the on-call user group"
             )
-        who = person(mention.group(1))
+        who = self._person_id(mention.group(1))
         length = _duration(args[1:], "/incident oncall @user 12h") if args[1:] else None
-        actor = _actor(user)
+        actor = self._clicker(user)
         with self.db.transaction() as session:
             override = oncall.take(session, self.settings, who, actor.id, self.clock.now(), length)
         self.wake()
@@ -376,6 +376,7 @@ class SlackApp:
             f"{who} is on call until {override.ends_at:%Y-%m-%d %H:%M} UTC (set by {actor.id}); "
             "the hand-over summary follows by direct message",
             [who, actor.id],
+            self.mentions,
         )
 
     def _followup_done(
@@ -418,12 +419,16 @@ class SlackApp:
                     f"INC-{number} has no follow-ups; add one: `{FOLLOWUP_EXAMPLE}`"
                 )
             owners = [item.owner for item in items]
-            return blocks.ephemeral(f"Follow-ups of INC-{number}:\n" + "\n".join(lines), owners)
+            return blocks.ephemeral(
+                f"Follow-ups of INC-{number}:\n" + "\n".join(lines), owners, self.mentions
+            )
         who = self._clicker(user)
         refusal = self.decisions.allowed(who, number, "add follow-ups to")
         if refusal is not None:
             return blocks.ephemeral(refusal)
         title, owner, deadline, kind = _followup_words(args[1:])
+        if owner is not None:
+            owner = self._person_id(owner.removeprefix(PREFIX))
         item = self.decisions.add_followup(
             who, number, title, kind=kind, owner=owner, deadline=deadline
         )
@@ -434,15 +439,19 @@ class SlackApp:
                 f"`runbook-bot followup set {item.id} --owner slack:U0123ABC --deadline "
                 "2026-12-31`"
             )
-        return blocks.ephemeral(text, [item.owner])
+        return blocks.ephemeral(text, [item.owner], self.mentions)
 
     # --- helpers -----------------------------------------------------------------------
 
+    def _person_id(self, user_id: str) -> str:
+        """The person id of a Slack user named in a mention (`<@U0123ABC>`)."""
+        return self.roles.directory.slack_user(user_id, user_id).id
+
     def _clicker(self, user: dict[str, str]) -> Clicker:
-        """The Slack user as the shared decisions know them: their roles as `roles` and
-        the user groups give them."""
-        actor = _actor(user)
-        return Clicker(actor.id, actor.name, tuple(self.roles.of(user["id"])))
+        """The Slack user as the shared decisions know them: the person they are, with
+        the roles the settings and their user groups give them."""
+        found = self.roles.person(user["id"], f"@{user['name']}")
+        return Clicker(found, "slack", person(user["id"]))
 
     def _allowed(self, user: dict[str, str], number: int, body: dict[str, Any], what: str) -> bool:
         refusal = self.decisions.allowed(self._clicker(user), number, what)
@@ -503,10 +512,6 @@ def _user(body: dict[str, Any]) -> dict[str, str]:
         "id": str(user.get("id", "")),
         "name": str(user.get("username") or user.get("name") or user.get("id", "")),
     }
-
-
-def _actor(user: dict[str, str]) -> log.Actor:
-    return log.Actor.human(person(user["id"]), f"@{user['name']}")
 
 
 def _value(body: dict[str, Any]) -> int | None:

@@ -30,6 +30,7 @@ from bot.chat.slack.mrkdwn import (
     STEP_LINE,
     THREAD_POST_CHARS,
     Block,
+    Mentions,
     button,
     clip,
     context,
@@ -41,6 +42,7 @@ from bot.chat.slack.mrkdwn import (
     plain,
     safe,
     section,
+    slack_ids,
     with_people,
 )
 from bot.chat.views import CardView, LogLine, StepView
@@ -78,16 +80,17 @@ _STATE = {
 # --- the incident card ---------------------------------------------------------------------
 
 
-def card(view: CardView) -> tuple[str, list[Block]]:
-    """The incident card: header, status line, facts, runbook steps, then buttons."""
-    head = [_header(view), _status(view)]
+def card(view: CardView, mentions: Mentions = slack_ids) -> tuple[str, list[Block]]:
+    """The incident card: header, status line, facts, runbook steps, then buttons; people
+    are mentioned by the Slack ids `mentions` (the people directory) gives them."""
+    head = [_header(view), _status(view, mentions)]
     line = escalation_line(view)
     if line:
         head.append(context(f"📟 {escape(line)}"))
     if view.facts:
         head.append(_facts(view.facts))
-    tail = [_incident_actions(view) if view.active else _resolution(view)]
-    steps = _runbook(view, budget=MESSAGE_BLOCKS - len(head) - len(tail))
+    tail = [_incident_actions(view) if view.active else _resolution(view, mentions)]
+    steps = _runbook(view, budget=MESSAGE_BLOCKS - len(head) - len(tail), mentions=mentions)
     return _fallback(view), [*head, *steps, *tail]
 
 
@@ -107,11 +110,11 @@ def _header(view: CardView) -> Block:
     return {"type": "header", "text": plain(text, HEADER_TEXT)}
 
 
-def _status(view: CardView) -> Block:
+def _status(view: CardView, mentions: Mentions) -> Block:
     parts = [f"*{escape(view.status.capitalize())}*"]
-    parts.append(f"owner {person(view.owner)}" if view.owner else "no owner")
+    parts.append(f"owner {person(view.owner, mentions)}" if view.owner else "no owner")
     if view.acknowledged_by:
-        parts.append(f"acked by {person(view.acknowledged_by)}")
+        parts.append(f"acked by {person(view.acknowledged_by, mentions)}")
     parts.append(f"⏱ {elapsed(view.now - view.opened_at)}")
     alerts = f"🔔 {view.alerts_firing}/{view.alerts_total} alerts firing"
     if view.alert_names:
@@ -145,7 +148,7 @@ def _incident_actions(view: CardView) -> Block:
     return {"type": "actions", "block_id": f"incident:{view.number}", "elements": buttons}
 
 
-def _resolution(view: CardView) -> Block:
+def _resolution(view: CardView, mentions: Mentions) -> Block:
     if view.status == "resolved":
         word = "✅ *Resolved*"
     else:
@@ -154,9 +157,9 @@ def _resolution(view: CardView) -> Block:
         at = utc(view.resolved_at).strftime("%Y-%m-%d %H:%M UTC")
         word += f" at {at}, {elapsed(view.resolved_at - view.opened_at)} after it opened"
     if view.resolved_by:
-        word += f" by {person(view.resolved_by)}"
+        word += f" by {person(view.resolved_by, mentions)}"
     if view.owner:
-        word += f" · owner {person(view.owner)}"
+        word += f" · owner {person(view.owner, mentions)}"
     disposition = escape(view.disposition.strip()) if view.disposition else "none recorded"
     return section(f"{word}\n*Disposition:* {disposition}")
 
@@ -168,7 +171,7 @@ class _Line(NamedTuple):
     text: str
 
 
-def _runbook(view: CardView, *, budget: int) -> list[Block]:
+def _runbook(view: CardView, *, budget: int, mentions: Mentions) -> list[Block]:
     """Steps as packed lines, an actions block under each awaiting step, within `budget`.
 
     A long runbook keeps its first steps and ends with `… N more steps`: the number of
@@ -177,7 +180,7 @@ def _runbook(view: CardView, *, budget: int) -> list[Block]:
     if view.runbook is None and not view.steps:
         return [section("📖 No runbook matched: follow the on-call rules by hand.")]
     items = [_Line(f"📖 *Runbook* {safe(view.runbook or 'unknown', 100)}")]
-    per_step = [_step_items(step, view) for step in view.steps]
+    per_step = [_step_items(step, view, mentions) for step in view.steps]
     low, high = 0, len(per_step)
     while low < high:
         middle = (low + high + 1) // 2
@@ -220,13 +223,14 @@ def _pack(items: Iterable[_Line | Block]) -> list[Block]:
     return blocks
 
 
-def _step_items(step: StepView, view: CardView) -> list[_Line | Block]:
+def _step_items(step: StepView, view: CardView, mentions: Mentions) -> list[_Line | Block]:
     if not (step.awaiting and view.active and step.run_id is not None):
-        return [_Line(_step_line(step, view.now, STEP_LINE))]
-    return [_Line(_step_line(step, view.now, AWAITING_LINE)), _step_actions(step, step.run_id)]
+        return [_Line(_step_line(step, view.now, STEP_LINE, mentions))]
+    line = _step_line(step, view.now, AWAITING_LINE, mentions)
+    return [_Line(line), _step_actions(step, step.run_id)]
 
 
-def _step_line(step: StepView, now: datetime, limit: int) -> str:
+def _step_line(step: StepView, now: datetime, limit: int, mentions: Mentions) -> str:
     """`⏳ *Power cycle* · `bmc.power_cycle` node=n2 · 1/2 (alice) · expires in 12m — why`."""
     parts = [f"{_STATE.get(step.state, '❔')} *{safe(step.title, 120) or escape(step.step)}*"]
     if step.action:
@@ -237,7 +241,7 @@ def _step_line(step: StepView, now: datetime, limit: int) -> str:
     if step.approvals_required:
         given = f"{step.approvals}/{step.approvals_required}"
         if step.approvers:
-            given += f" ({', '.join(person(who) for who in step.approvers)})"
+            given += f" ({', '.join(person(who, mentions) for who in step.approvers)})"
         parts.append(given)
     if step.awaiting and step.expires_at:
         left = step.expires_at - now
@@ -298,12 +302,12 @@ class ThreadPost(NamedTuple):
     consumed: int
 
 
-def thread_message(lines: Sequence[LogLine]) -> ThreadPost:
+def thread_message(lines: Sequence[LogLine], mentions: Mentions = slack_ids) -> ThreadPost:
     """As many consecutive log entries as fit one post, in order; always at least one."""
     rendered: list[str] = []
     used = 0
     for line in lines:
-        text = _log_line(line)
+        text = _log_line(line, mentions)
         if rendered and used + len(text) + 1 > THREAD_POST_CHARS:
             break
         if len(_pack(_Line(t) for t in [*rendered, text])) > MESSAGE_BLOCKS:
@@ -318,10 +322,12 @@ def thread_message(lines: Sequence[LogLine]) -> ThreadPost:
     return ThreadPost(text, _pack(_Line(t) for t in rendered), len(rendered))
 
 
-def _log_line(line: LogLine) -> str:
-    """`04:12:03 <@U0123ABC> — approved power cycle (1/2)`, in UTC, on one line."""
+def _log_line(line: LogLine, mentions: Mentions) -> str:
+    """`04:12:03 <@U0123ABC> — approved power cycle (1/2)`, in UTC, on one line. Only a
+    person is mentioned: an Alertmanager receiver's name comes from its payload."""
     at = utc(line.at).strftime("%H:%M:%S")
-    text = f"{at} {person(line.actor)} — {escape(one_line(line.summary))}"
+    who = person(line.actor, mentions) if line.human else safe(line.actor, 60)
+    text = f"{at} {who} — {escape(one_line(line.summary))}"
     return clip(text, SECTION_TEXT, markup=True)
 
 
@@ -400,24 +406,26 @@ def _list_line(view: CardView) -> str:
     )
 
 
-def page(who: str, text: str) -> tuple[str, list[Block]]:
-    """A page: the mention (a person `slack:U...` or a user group `slack:S...`) and why."""
+def page(who: str, text: str, mentions: Mentions = slack_ids) -> tuple[str, list[Block]]:
+    """A page: the mention (a person, by the Slack id `mentions` gives them, or a user
+    group `slack:S...` of the escalation settings) and why."""
     raw = who.removeprefix("slack:")
-    if who.startswith("slack:S"):
+    if who.startswith("slack:S") and raw.isalnum():
         mention = f"<!subteam^{raw}>"
-    elif who.startswith("slack:"):
-        mention = f"<@{raw}>"
     else:
-        mention = safe(who, 60)
+        mention = person(who, mentions)
     body = f"📟 {mention} {clip(escape(one_line(text)), SECTION_TEXT - 100, markup=True)}"
     return clip(safe(f"page: {text}", SECTION_TEXT), SECTION_TEXT, markup=True), [section(body)]
 
 
-def ephemeral(text: str, people: Iterable[str | None] = ()) -> tuple[str, list[Block]]:
+def ephemeral(
+    text: str, people: Iterable[str | None] = (), mentions: Mentions = slack_ids
+) -> tuple[str, list[Block]]:
     """A refusal or notice only the clicker sees (`you need the responder role ...`); the
-    `slack:U...` ids of `people` (structured, never text) show as mentions."""
+    `people` (structured ids, never text) show as mentions where `mentions` knows them."""
     plain = clip(safe(text, SECTION_TEXT), SECTION_TEXT, markup=True)
-    return plain, [section(clip(with_people(text, people), SECTION_TEXT, markup=True))]
+    shown = with_people(text, people, mentions)
+    return plain, [section(clip(shown, SECTION_TEXT, markup=True))]
 
 
 def flood_summary(

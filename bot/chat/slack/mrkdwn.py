@@ -3,15 +3,16 @@
 Slack rejects a whole message when one limit is exceeded, so every text is clipped here
 with an ellipsis rather than trusted to fit, and alert and log text is escaped so a label
 cannot mention `<!channel>`, `<@U0CEO12345>` or `<!subteam^S1>`, link `<#C1>` or smuggle
-a link. Mentions come only from the bot's own structured ids: `person(actor)` for a log
-entry's or a decision's actor (`slack:U0123ABC`), and `blocks.page` for the person or
-group being paged; never from text (a `slack:U0123ABC` written in an alert stays text).
+a link. Mentions come only from the bot's own structured ids, resolved by the people
+directory (`Mentions`: a person id -> their Slack user id): `person(actor)` for a log
+entry's or a decision's actor, and `blocks.page` for the person or group being paged;
+never from text (a `slack:U0123ABC` written in an alert stays text).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 Block = dict[str, Any]
@@ -38,6 +39,7 @@ NAMES = 160
 
 BLANK = re.compile(r"[\s\x00-\x1f\x7f]+")
 SLACK_USER = re.compile(r"slack:([UW][A-Z0-9]{2,30})")
+SLACK_ID = re.compile(r"[UW][A-Z0-9]{2,30}")
 DEFANG = re.compile(r"<(?=\S)")
 SAFE_URL = re.compile(r"https?://[^\s<>|&]+")
 
@@ -76,21 +78,34 @@ def safe(text: str, limit: int) -> str:
     return escape(clip(one_line(text), limit))
 
 
-def person(actor: str) -> str:
-    """A Slack user id renders as a mention; anyone else (`alice`, `alertmanager`) as text."""
+Mentions = Callable[[str], str | None]
+"""A person id -> the Slack user id to mention them by, or None (`people.Directory.slack_id`)."""
+
+
+def slack_ids(actor: str) -> str | None:
+    """The Slack user id in a Slack user's own person id (`slack:U0123ABC`): the mentions
+    of a bot without a people directory at hand."""
     match = SLACK_USER.fullmatch(actor)
-    return f"<@{match.group(1)}>" if match else safe(actor, 60)
+    return match.group(1) if match else None
 
 
-def with_people(text: str, people: Iterable[str | None]) -> str:
-    """Escaped `text` in which the `slack:U...` ids of `people` (the bot's own structured
-    data: an owner, an on-call person) become mentions; any other id stays text."""
+def person(actor: str, mentions: Mentions = slack_ids) -> str:
+    """A person the directory knows a Slack id of renders as a mention; anyone else
+    (`alertmanager`, a name the bot cannot place) as text."""
+    user = mentions(actor)
+    return f"<@{user}>" if user is not None and SLACK_ID.fullmatch(user) else safe(actor, 60)
+
+
+def with_people(text: str, people: Iterable[str | None], mentions: Mentions = slack_ids) -> str:
+    """Escaped `text` in which the ids of `people` (the bot's own structured data: an
+    owner, an on-call person) become mentions when the directory knows their Slack id;
+    any other id stays text."""
     shown = escape(text)
     for who in {p for p in people if p}:
-        match = SLACK_USER.fullmatch(who)
-        if match is not None:
-            own = re.compile(rf"(?<![\w:]){re.escape(who)}(?![A-Za-z0-9])")
-            shown = own.sub(f"<@{match.group(1)}>", shown)
+        user = mentions(who)
+        if user is not None and SLACK_ID.fullmatch(user):
+            own = re.compile(rf"(?<![\w:]){re.escape(escape(who))}(?![A-Za-z0-9])")
+            shown = own.sub(f"<@{user}>", shown)
     return shown
 
 

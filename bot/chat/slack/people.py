@@ -1,11 +1,12 @@
-"""Who a Slack user is to runbook-bot: their person id and their roles.
+"""Who a Slack user is to runbook-bot: a person of the people directory, and their roles.
 
-A Slack user acts as `slack:U0123ABC` (stable: a display name can change, and a two-person
-rule that counted names could be met by one person renaming themselves). Their roles are
-the union of `roles` (where they may be listed as `slack:U0123ABC`) and the roles of the
-Slack user groups they belong to (`slack_role_groups`), read with
-`usergroups.users.list` and cached for `slack_groups_ttl`. When Slack cannot be asked, the
-last known membership is used; with none, only `roles` counts.
+A Slack user is the person whose `slack` id they are (stable: a display name can change,
+and a two-person rule that counted names could be met by one person renaming themselves),
+or, when no person has that id, a person of their own, `slack:U0123ABC`. Their roles are
+the person's (`people`, `roles`, console users) and the roles of the Slack user groups they
+belong to (`slack_role_groups`), read with `usergroups.users.list` and cached for
+`slack_groups_ttl`. When Slack cannot be asked, the last known membership is used; with
+none, only the person's own roles count.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from bot.chat.slack.client import SlackApi
 from bot.config import Settings
 from bot.errors import ChatError
+from bot.people import Directory, Person
 
 logger = logging.getLogger(__name__)
 
@@ -31,17 +33,23 @@ class Roles:
     def __init__(self, settings: Settings, api: SlackApi) -> None:
         self.settings = settings
         self.api = api
+        self.directory = Directory(settings)
         self._lock = threading.Lock()
         self._groups: dict[str, tuple[float, set[str]]] = {}
 
+    def person(self, user_id: str, shown: str) -> Person:
+        """The person the Slack user is, with the roles their user groups add."""
+        found = self.directory.slack_user(user_id, shown)
+        granted = [
+            role
+            for role, groups in self.settings.slack_role_groups.items()
+            if any(user_id in self._members(group) for group in groups)
+        ]
+        return found.with_roles(granted)
+
     def of(self, user_id: str) -> list[str]:
         """The user's roles, strongest first."""
-        roles = set(self.settings.roles.get(person(user_id), []))
-        for role, groups in self.settings.slack_role_groups.items():
-            if any(user_id in self._members(group) for group in groups):
-                roles.add(role)
-        order = ("admin", "second_line", "responder")
-        return [role for role in order if role in roles]
+        return list(self.person(user_id, user_id).roles)
 
     def _members(self, group: str) -> set[str]:
         ttl = self.settings.slack_groups_ttl.total_seconds()

@@ -43,12 +43,13 @@ from sqlalchemy.orm import Session
 from bot.chat import cards, outbox
 from bot.chat.floods import FloodCap
 from bot.chat.models import ChatCard, ChatChannel, ChatSummary, OutboxMessage
-from bot.chat.slack import blocks, people
+from bot.chat.slack import blocks
 from bot.chat.slack.client import SlackApi
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
 from bot.errors import BotError, ChatRefused, ChatUnavailable, StorageUnavailable
+from bot.people import Directory
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +94,7 @@ class SlackSender:
     ) -> None:
         self.db = db
         self.settings = settings
+        self.directory = Directory(settings)
         self.clock = clock
         self.api = api
         self.channel = settings.slack_channel or ""
@@ -239,7 +241,7 @@ class SlackSender:
             console = self.settings.console
             link = console.public_url if console.enabled else None
             view = cards.card(session, row.incident_number, now, console=link)
-            d.text, d.blocks = blocks.card(view)
+            d.text, d.blocks = blocks.card(view, self.directory.slack_id)
             d.ts, d.since = (card.ts if card is not None else None), row.created_at
             return d
         if row.kind == outbox.THREAD:
@@ -301,7 +303,7 @@ class SlackSender:
             for taken in rows:
                 taken.state, taken.sent_at = "sent", now
             return None
-        text, body, count = blocks.thread_message(lines)
+        text, body, count = blocks.thread_message(lines, self.directory.slack_id)
         upto = lines[count - 1].seq
         consumed = tuple(r.id for r in rows if int(r.payload["last"]) <= upto)
         rest = None
@@ -324,9 +326,10 @@ class SlackSender:
             row.not_before = now + timedelta(seconds=1)  # the card goes first
             return None
         who = str(row.payload.get("who", ""))
-        d.text, d.blocks = blocks.page(who, str(row.payload.get("text", "")))
+        mentions = self.directory.slack_id
+        d.text, d.blocks = blocks.page(who, str(row.payload.get("text", "")), mentions)
         d.ts = card.ts if card is not None else None
-        d.user = who.removeprefix(people.PREFIX) if who.startswith(people.PREFIX + "U") else None
+        d.user = mentions(who)
         return d
 
     def _summary(self, session: Session, row: OutboxMessage, d: Delivery) -> Delivery | None:

@@ -20,7 +20,9 @@ from bot.errors import PayloadInvalid
 MAX_BODY_BYTES = 4096
 """A decision body's cap: refused with 413 before more of it is read."""
 MAX_PARAMS_HASH = 128
-MAX_NOTE = 2000
+MAX_NOTE = 300
+"""Characters: the longest note, JSON-escaped at its worst (12 bytes a character, a
+surrogate pair), still fits in MAX_BODY_BYTES, so a valid body never meets the 413."""
 
 AS_REFUSED = 'the token decides who acts; drop "as"'
 

@@ -202,7 +202,11 @@ OPERATIONS: tuple[Operation, ...] = (
 which follow their own protocols (docs/console.md, docs/slack.md)."""
 
 
-def _schemas() -> tuple[dict[tuple[type[BaseModel], JsonSchemaMode], Any], dict[str, Any]]:
+Refs = dict[tuple[Any, JsonSchemaMode], dict[str, Any]]
+"""Each (model, mode) -> the `$ref` to its component schema."""
+
+
+def _schemas() -> tuple[Refs, dict[str, Any]]:
     """(each model and mode -> its `$ref`, the component schemas), in one pass so the
     enums and nested models each get one shared definition."""
     wanted: dict[tuple[type[BaseModel], JsonSchemaMode], None] = {}
@@ -213,7 +217,7 @@ def _schemas() -> tuple[dict[tuple[type[BaseModel], JsonSchemaMode], Any], dict[
             if reply.model is not None:
                 wanted[(reply.model, "serialization")] = None
     refs, top = models_json_schema(list(wanted), by_alias=True, ref_template=REF)
-    return dict(refs), dict(top.get("$defs", {}))
+    return refs, dict(top.get("$defs", {}))
 
 
 def _query(model: type[BaseModel]) -> list[dict[str, Any]]:
@@ -241,9 +245,7 @@ def _path(path: str) -> list[dict[str, Any]]:
     ]
 
 
-def _operation(
-    operation: Operation, refs: dict[tuple[type[BaseModel], JsonSchemaMode], Any]
-) -> dict[str, Any]:
+def _operation(operation: Operation, refs: Refs) -> dict[str, Any]:
     responses: dict[str, Any] = {}
     for status, reply in sorted(operation.replies.items()):
         schema = refs[(reply.model, "serialization")] if reply.model else reply.schema

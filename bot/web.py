@@ -23,9 +23,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot import escalation, inputs, migrations, openapi
+from bot.alerts import ingest, webhook
 from bot.api import models
 from bot.api import requests as api_requests
-from bot.alerts import ingest, webhook
 from bot.chat.console import SecurityHeaders, console_routes
 from bot.chat.slack.app import SlackApp
 from bot.clock import Clock

@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.incidents.lifecycle import Severity, Status
+from bot.incidents.lifecycle import AlertStatus, Severity, Status
 from bot.runbooks.steps import StepState
 
 REF = Field(pattern=r"^INC-[0-9]+$", description="the incident, as INC-42")
@@ -86,7 +86,7 @@ class IncidentList(Answer):
 
 class Alert(Answer):
     fingerprint: str
-    status: Literal["firing", "resolved"]
+    status: AlertStatus
     alertname: str
     severity: Severity
     labels: dict[str, str]

@@ -17,13 +17,15 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import (
     JSON,
     ColumnElement,
     DateTime,
     Engine,
+    String,
     Table,
     TextClause,
     create_engine,
@@ -70,6 +72,28 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         return None if value is None else as_utc(value)
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+class EnumText(TypeDecorator[E]):
+    """A `StrEnum` stored as its value in a plain string column: the database holds the
+    same strings it always did (no migration, no database enum type), Python gets the enum
+    back, and a string that is no member is refused before it is written."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[E], length: int) -> None:
+        super().__init__(length)
+        self.enum = enum
+
+    def process_bind_param(self, value: E | str | None, dialect: Dialect) -> str | None:
+        return None if value is None else self.enum(value).value
+
+    def process_result_value(self, value: str | None, dialect: Dialect) -> E | None:
+        return None if value is None else self.enum(value)
 
 
 class Base(DeclarativeBase):

@@ -6,7 +6,6 @@ Blocking database work runs in the thread pool. `BotError`s map to statuses in o
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from functools import partial
@@ -24,6 +23,8 @@ from starlette.routing import BaseRoute, Route
 
 from bot import escalation, inputs, migrations, openapi, people
 from bot.alerts import ingest, webhook
+from bot.api import models
+from bot.api import requests as api_requests
 from bot.chat.console import SecurityHeaders, console_routes
 from bot.chat.slack.app import SlackApp
 from bot.clock import Clock
@@ -50,9 +51,7 @@ from bot.runbooks.models import StepRun
 logger = logging.getLogger(__name__)
 
 INGEST_THREADS = 4
-
-
-MAX_DECISION_BYTES = 4096
+MAX_DECISION_BYTES = api_requests.MAX_BODY_BYTES
 
 
 def build_app(
@@ -140,13 +139,13 @@ def build_app(
             result.resolved_alerts,
             " (opened)" if result.opened else " (reopened)" if result.reopened else "",
         )
-        return JSONResponse(result.as_dict())
+        return _answer(models.IngestResult.model_validate(result.as_dict()))
 
     async def list_incidents(request: Request) -> Response:
         params = request.query_params
         limit = _int_param(params.get("limit", "100"), "limit", 1, 1000)
 
-        def read() -> list[dict[str, Any]]:
+        def read() -> models.IncidentList:
             with db.session() as session:
                 rows = service.list_incidents(
                     session,
@@ -154,31 +153,32 @@ def build_app(
                     severity=_choices(params.getlist("severity"), "severity", filters.severities),
                     limit=limit,
                 )
-                return [views.incident(row) for row in rows]
+                found = [models.Incident.model_validate(views.incident(row)) for row in rows]
+                return models.IncidentList(incidents=found)
 
-        return JSONResponse({"incidents": await run_in_threadpool(read)})
+        return _answer(await run_in_threadpool(read))
 
     async def show_incident(request: Request) -> Response:
         number = service.parse_ref(request.path_params["number"])
 
-        def read() -> dict[str, Any]:
+        def read() -> models.IncidentDetail:
             with db.session() as session:
                 body = views.incident(service.get(session, number))
                 body["alerts"] = [views.alert(a) for a in service.alerts_of(session, number)]
                 body["log"] = [views.log_entry(e) for e in log.entries(session, number)]
-                return body
+                return models.IncidentDetail.model_validate(body)
 
-        return JSONResponse(await run_in_threadpool(read))
+        return _answer(await run_in_threadpool(read))
 
     async def list_steps(request: Request) -> Response:
         number = service.parse_ref(request.path_params["number"])
 
-        def read() -> dict[str, Any]:
+        def read() -> models.Steps:
             runbook, rows = runbooks.step_rows(db, number)
-            steps = [row.as_dict() for row in rows]
-            return {"incident": f"INC-{number}", "runbook": runbook, "steps": steps}
+            steps = [models.StepRow.model_validate(row.as_dict()) for row in rows]
+            return models.Steps(incident=f"INC-{number}", runbook=runbook, steps=steps)
 
-        return JSONResponse(await run_in_threadpool(read))
+        return _answer(await run_in_threadpool(read))
 
     directory = people.Directory(settings)
 
@@ -198,11 +198,12 @@ def build_app(
         number = service.parse_ref(request.path_params["number"])
         params_hash = _decision(await _decision_bytes(request), who)
         run = await on_step(request, runbooks.approve, number, who, params_hash=params_hash)
-        return _step_answer(
-            number,
-            run,
-            approvals_required=run.approvals_required,
-            params_hash=run.params_hash,
+        return _answer(
+            models.Approved(
+                **_step_fields(number, run),
+                approvals_required=run.approvals_required,
+                params_hash=run.params_hash,
+            )
         )
 
     def decide(
@@ -216,7 +217,7 @@ def build_app(
             number = service.parse_ref(request.path_params["number"])
             note = _note(await _decision_bytes(request), who, required=note_required)
             run = await on_step(request, decision, number, who, note=note)
-            return _step_answer(number, run, summary=run.summary)
+            return _answer(models.Decided(**_step_fields(number, run), summary=run.summary))
 
         return endpoint
 
@@ -266,7 +267,7 @@ def build_app(
         )
 
     async def healthz(_: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        return _answer(models.Alive(status="ok"))
 
     async def readyz(request: Request) -> Response:
         """Ready when the database answers at the current schema, its tables take writes
@@ -294,11 +295,11 @@ def build_app(
         try:
             problem = await run_in_threadpool(check)
         except BotError as exc:
-            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+            return _answer(models.Unready(status="unavailable", reason=str(exc)), status=503)
         if problem is not None:
-            body = {"status": "unavailable", "check": "timers", "reason": problem}
-            return JSONResponse(body, status_code=503)
-        return JSONResponse({"status": "ready"})
+            unready = models.Unready(status="unavailable", check="timers", reason=problem)
+            return _answer(unready, status=503)
+        return _answer(models.Ready(status="ready"))
 
     async def openapi_document(_: Request) -> Response:
         return JSONResponse(api_document)
@@ -350,31 +351,34 @@ def build_app(
 
 async def _error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, RequestRejected):
-        body: dict[str, Any] = {"error": str(exc)}
-        if exc.field:
-            body["field"] = exc.field
+        body = models.Error(error=str(exc), field=exc.field or None)
         headers = {"WWW-Authenticate": 'Bearer realm="runbook-bot"'} if exc.status == 401 else None
-        return JSONResponse(body, status_code=exc.status, headers=headers)
+        return _answer(body, status=exc.status, headers=headers)
+    error = models.Error(error=str(exc))
     if isinstance(exc, StorageUnavailable | MigrationsPending):
         logger.warning("%s %s: %s", request.method, request.url.path, exc)
-        return JSONResponse({"error": str(exc)}, status_code=503, headers={"Retry-After": "10"})
+        return _answer(error, status=503, headers={"Retry-After": "10"})
     if isinstance(exc, IncidentNotFound | StepNotFound):
-        return JSONResponse({"error": str(exc)}, status_code=404)
-    return JSONResponse({"error": str(exc)}, status_code=409)
+        return _answer(error, status=404)
+    return _answer(error, status=409)
 
 
-def _step_answer(number: int, run: StepRun, **more: Any) -> Response:
-    """What a decision endpoint answers: where the step stands now."""
-    return JSONResponse(
-        {
-            "incident": f"INC-{number}",
-            "step": run.step_id,
-            "attempt": run.attempt,
-            "state": run.state,
-            "actor": run.actor,
-            **more,
-        }
-    )
+def _answer(
+    body: models.Answer, *, status: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    """A JSON answer, built from its model in `bot.api.models` (what /openapi.json says)."""
+    return JSONResponse(body.wire(), status_code=status, headers=headers)
+
+
+def _step_fields(number: int, run: StepRun) -> dict[str, Any]:
+    """What every decision endpoint answers: where the step stands now."""
+    return {
+        "incident": f"INC-{number}",
+        "step": run.step_id,
+        "attempt": run.attempt,
+        "state": run.state,
+        "actor": run.actor,
+    }
 
 
 async def _decision_bytes(request: Request) -> bytes:
@@ -383,43 +387,31 @@ async def _decision_bytes(request: Request) -> bytes:
     return await inputs.read_body(request.headers, request.stream(), MAX_DECISION_BYTES, hint=hint)
 
 
-def _decision_body(body: bytes, shape: str, who: people.Decider) -> dict[str, Any]:
-    """A decision's JSON object; `shape` shows what to send. The token says who decides:
-    a body naming someone (`as`) is refused rather than ignored."""
-    try:
-        data = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise PayloadInvalid(f"the body is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise PayloadInvalid(f"send {shape}")
-    if "as" in data:
-        raise PayloadInvalid(
-            f'the API token decides who you are ({who.id}): drop "as" and send {shape}',
-            field="as",
-        )
-    return data
-
-
 def _decision(body: bytes, who: people.Decider) -> str | None:
     """params_hash from `{"params_hash": "..."}` (optional)."""
-    data = _decision_body(body, '{"params_hash": "..."}', who)
-    params_hash = data.get("params_hash")
-    if params_hash is not None and not isinstance(params_hash, str):
-        raise PayloadInvalid(
-            '"params_hash" is the hash you reviewed, a string', field="params_hash"
-        )
-    return params_hash
+    return _parse(body, api_requests.ApproveRequest, who).params_hash
 
 
 def _note(body: bytes, who: people.Decider, *, required: bool) -> str | None:
     """The note from `{"note": "replaced the cable"}`."""
-    data = _decision_body(body, '{"note": "..."}', who)
-    note = data.get("note")
-    if note is not None and not isinstance(note, str):
-        raise PayloadInvalid('"note" says why, or what was done: a string', field="note")
+    note = _parse(body, api_requests.NoteRequest, who).note
     if required and not (note or "").strip():
         raise PayloadInvalid('say what was done: {"note": "replaced the cable"}', field="note")
     return note
+
+
+def _parse(body: bytes, model: type[api_requests.D], who: people.Decider) -> api_requests.D:
+    """The decision body as its model. The token says who decides: a body naming someone
+    (`as`) is refused rather than ignored, saying whom the token stands for."""
+    try:
+        return api_requests.parse(body, model)
+    except PayloadInvalid as exc:
+        if exc.field == "as":
+            raise PayloadInvalid(
+                f'the API token decides who you are ({who.id}): drop "as" and send {model.EXAMPLE}',
+                field="as",
+            ) from None
+        raise
 
 
 def _choices(

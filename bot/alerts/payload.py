@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bot.incidents.lifecycle import AlertStatus
+
 ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 """Alertmanager's `endsAt` while an alert is firing (`0001-01-01T00:00:00Z`)."""
 
@@ -42,7 +44,7 @@ def _check_strings(value: dict[str, str]) -> dict[str, str]:
 
 
 class WebhookAlert(_Model):
-    status: Literal["firing", "resolved"]
+    status: AlertStatus
     labels: dict[str, str]
     annotations: dict[str, str] = Field(default_factory=dict)
     starts_at: datetime = Field(alias="startsAt")
@@ -79,14 +81,14 @@ class WebhookAlert(_Model):
 
     @property
     def firing(self) -> bool:
-        return self.status == "firing"
+        return self.status is AlertStatus.FIRING
 
 
 class WebhookPayload(_Model):
     version: Literal["4"]
     group_key: str = Field(alias="groupKey", min_length=1, max_length=MAX_LABEL_VALUE)
     truncated_alerts: int = Field(0, alias="truncatedAlerts", ge=0, lt=2**31)
-    status: Literal["firing", "resolved"]
+    status: AlertStatus
     receiver: str = Field(max_length=200)
     group_labels: dict[str, str] = Field(default_factory=dict, alias="groupLabels")
     common_labels: dict[str, str] = Field(default_factory=dict, alias="commonLabels")

@@ -46,6 +46,13 @@ class Status(StrEnum):
         return self in (Status.OPEN, Status.ACKNOWLEDGED)
 
 
+class AlertStatus(StrEnum):
+    """What Alertmanager says of one alert, stored as it says it."""
+
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
 _ALLOWED: dict[Status, set[Status]] = {
     Status.OPEN: {Status.ACKNOWLEDGED, Status.RESOLVED},
     Status.ACKNOWLEDGED: {Status.RESOLVED},

@@ -19,10 +19,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from bot.db import Base
+from bot.db import Base, EnumText
+from bot.incidents.lifecycle import AlertStatus, Severity, Status
 
-ACTIVE_STATUSES = ("open", "acknowledged")
-_ACTIVE_SQL = "status IN ('open', 'acknowledged')"
+ACTIVE_STATUSES = tuple(status for status in Status if status.active)
+_ACTIVE_SQL = f"status IN ({', '.join(repr(status.value) for status in ACTIVE_STATUSES)})"
 _UNANNOUNCED_SQL = "log_seq > announced_seq"
 GENESIS = "0" * 64
 """The `prev_hash` of an incident's first log entry."""
@@ -57,8 +58,8 @@ class Incident(Base):
 
     number: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     title: Mapped[str] = mapped_column(String(500))
-    severity: Mapped[str] = mapped_column(String(16))
-    status: Mapped[str] = mapped_column(String(16))
+    severity: Mapped[Severity] = mapped_column(EnumText(Severity, 16))
+    status: Mapped[Status] = mapped_column(EnumText(Status, 16))
     owner: Mapped[str | None] = mapped_column(String(200))
     disposition: Mapped[str | None] = mapped_column(Text)
     group_key: Mapped[str] = mapped_column(Text)
@@ -107,9 +108,9 @@ class Alert(Base):
     incident_number: Mapped[int] = mapped_column(ForeignKey("incidents.number"), index=True)
     fingerprint: Mapped[str] = mapped_column(String(64))
     starts_at: Mapped[datetime]
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[AlertStatus] = mapped_column(EnumText(AlertStatus, 16))
     alertname: Mapped[str] = mapped_column(String(200))
-    severity: Mapped[str] = mapped_column(String(16))
+    severity: Mapped[Severity] = mapped_column(EnumText(Severity, 16))
     labels: Mapped[dict[str, Any]]
     annotations: Mapped[dict[str, Any]]
     generator_url: Mapped[str] = mapped_column(Text, default="")

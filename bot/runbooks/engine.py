@@ -197,7 +197,7 @@ def transition(
     """Move `run` to `target` (if legal) and record it: the one way a run changes state."""
     source = run.state
     check(run.step_id, source, target)
-    run.state = target.value
+    run.state = target
     log.append(
         session,
         incident,
@@ -380,7 +380,7 @@ def _propose(
         incident_number=incident.number,
         step_id=step.id,
         attempt=attempt,
-        state=S.PROPOSED.value,
+        state=S.PROPOSED,
         kind="manual" if step.manual is not None else "action",
         action=step.action,
         params={},

@@ -64,7 +64,7 @@ def meaning(expect: Expect) -> str:
 def judge(expect: Expect, runs: Sequence[StepRun], context: Mapping[str, Any]) -> Reads:
     """Judge the newest of `runs` (one step's, oldest first; the newest succeeded) against
     `expect`, in `context` (what `when` sees) with `result` added."""
-    read = [run for run in runs if run.state == S.SUCCEEDED.value]
+    read = [run for run in runs if run.state is S.SUCCEEDED]
     newest = read[-1]
     first, last = read[0].finished_at, newest.finished_at
     span = format_duration(as_utc(last) - as_utc(first)) if first and last else "0s"

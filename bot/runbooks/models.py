@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-from bot.db import Base
+from bot.db import Base, EnumText
 from bot.runbooks.steps import StepState
 
 _ID = BigInteger().with_variant(Integer, "sqlite")
@@ -91,7 +91,7 @@ class StepRun(Base):
     incident_number: Mapped[int] = mapped_column(ForeignKey("incidents.number"), index=True)
     step_id: Mapped[str] = mapped_column(String(63))
     attempt: Mapped[int] = mapped_column(Integer, default=1)
-    state: Mapped[str] = mapped_column(String(24))
+    state: Mapped[StepState] = mapped_column(EnumText(StepState, 24))
     kind: Mapped[str] = mapped_column(String(8))
     """`action` or `manual`."""
     action: Mapped[str | None] = mapped_column(String(100))
@@ -122,7 +122,7 @@ class StepRun(Base):
             incident_number=self.incident_number,
             step_id=self.step_id,
             attempt=self.attempt + 1,
-            state=StepState.PROPOSED.value,
+            state=StepState.PROPOSED,
             kind=self.kind,
             action=self.action,
             params=dict(self.params),

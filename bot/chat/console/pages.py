@@ -13,13 +13,15 @@ from bot.chat import cards
 from bot.chat.console import chat
 from bot.chat.views import CardView, LogLine
 from bot.errors import RequestRejected
+from bot.incidents import filters
 from bot.incidents import service as incidents
-from bot.incidents.models import ACTIVE_STATUSES, Incident
+from bot.incidents.models import Incident
 from bot.postmortem import followups
 from bot.postmortem.models import Followup
 
-STATUSES = ("active", "all", "open", "acknowledged", "resolved", "closed")
-SEVERITIES = ("all", "critical", "warning", "info")
+STATUSES = tuple(filters.STATUSES)
+"""The list's status words: `active`, `all` and each stored status (the API's too)."""
+SEVERITIES = tuple(filters.SEVERITIES)
 LIST_LIMIT = 200
 LOG_TAIL = 300
 """Log entries an incident page shows unless asked for all: a storm's incident has
@@ -45,12 +47,10 @@ class Filters:
         return cls(status, severity)
 
     def statuses(self) -> tuple[str, ...]:
-        if self.status == "active":
-            return ACTIVE_STATUSES
-        return () if self.status == "all" else (self.status,)
+        return filters.STATUSES[self.status]
 
     def severities(self) -> tuple[str, ...]:
-        return () if self.severity == "all" else (self.severity,)
+        return filters.SEVERITIES[self.severity]
 
 
 @dataclass(frozen=True)

@@ -406,8 +406,8 @@ SECURITY = [
 FUZZ = [
     Row(
         "schemathesis: valid and invalid requests generated from `GET /openapi.json` for "
-        "every operation (50 per operation and mode, derandomized), the webhook token on the webhook and a personal token on the decisions, "
-        "on SQLite and PostgreSQL",
+        "every operation (50 per operation and mode, derandomized), the webhook token on "
+        "the webhook and a personal token on the decisions, on SQLite and PostgreSQL",
         "no 5xx; every status, content type, header and body as the document says; "
         "invalid requests refused with 4xx",
         (

@@ -18,9 +18,17 @@ from bot import __version__, cli, migrations
 from bot.cli import main
 from bot.db import Database
 from bot.incidents import filters, service
+from bot.incidents.log import entries as log_entries
 from tests.support.cli import Run
 from tests.support.payloads import alert, notification
 from tests.support.rows import counts, log_types, verifies
+
+
+@pytest.fixture(autouse=True)
+def people(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person the commands below act as: `--as` must name one (docs/security.md)."""
+    monkeypatch.setenv("RUNBOOK_BOT_PEOPLE", '{"alice": {"name": "Alice", "roles": ["responder"]}}')
+
 
 TITLE = "gpu-node-02 GPU 5 XID 79"
 
@@ -498,4 +506,43 @@ def test_the_command_list_is_the_same_whichever_command_is_loaded() -> None:
 
     assert {name: cli.parser(name).format_help() == lazy for name in cli.COMMANDS} == {
         name: True for name in cli.COMMANDS
+    }
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["incidents", "ack", "INC-1", "--as", "mallory"],
+        ["incidents", "resolve", "INC-1", "--as", "mallory", "--note", "fixed"],
+        ["incidents", "reopen", "INC-1", "--as", "mallory"],
+        ["incidents", "silence", "INC-1", "--for", "2h", "--as", "mallory"],
+        ["oncall", "set", "slack:UBOB", "--as", "mallory"],
+    ],
+)
+def test_an_incident_decision_from_the_cli_must_name_a_known_person(
+    run: Run, inc1: int, db: Database, argv: list[str]
+) -> None:
+    before = counts(db)
+
+    code, _, err = run(*argv)
+
+    assert code == 2
+    assert "--as 'mallory' is not a person in the settings; known: alice" in err
+    assert counts(db) == before
+
+
+def test_an_incident_decision_from_the_cli_records_the_person_the_channel_and_the_os_user(
+    run: Run, inc1: int, db: Database
+) -> None:
+    import getpass
+
+    assert run("incidents", "ack", "INC-1", "--as", "alice")[0] == 0
+
+    with db.session() as session:
+        entry = [e for e in log_entries(session, inc1) if e.type == "incident.acknowledged"][0]
+    assert entry.actor_id == "alice"
+    assert entry.data["by"] == {
+        "person": "alice",
+        "channel": "cli",
+        "via": f"os:{getpass.getuser()}",
     }

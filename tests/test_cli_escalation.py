@@ -24,6 +24,13 @@ from bot.worker import Worker
 from tests.support.cli import Run
 from tests.support.rows import log_types
 
+
+@pytest.fixture(autouse=True)
+def people(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The person the commands below act as: `--as` must name one (docs/security.md)."""
+    monkeypatch.setenv("RUNBOOK_BOT_PEOPLE", '{"alice": {"name": "Alice", "roles": ["responder"]}}')
+
+
 ROTATION = {
     "people": ["slack:UALICE", "slack:UCAROL"],
     "every": "1d",

@@ -13,7 +13,6 @@ from bot.clock import SystemClock, as_utc
 from bot.config import Settings
 from bot.durations import format_duration, parse_duration
 from bot.escalation import health, oncall
-from bot.incidents import log
 from bot.incidents import service as incidents
 
 
@@ -50,8 +49,8 @@ def add_commands(commands: Any) -> None:
         "--as",
         dest="actor",
         required=True,
-        metavar="USER",
-        help="who is doing this (recorded with the override)",
+        metavar="PERSON",
+        help="who is doing this: a person id of the `people` setting",
     )
     take.set_defaults(handler=set_oncall)
 
@@ -86,8 +85,8 @@ def add_silence(inc: Any) -> None:
         "--as",
         dest="actor",
         required=True,
-        metavar="USER",
-        help="who is doing this (recorded in the incident log)",
+        metavar="PERSON",
+        help="who is doing this: a person id of the `people` setting",
     )
     cmd.set_defaults(handler=silence_incident)
 
@@ -97,7 +96,7 @@ def silence_incident(args: argparse.Namespace, settings: Settings) -> int:
     now = SystemClock().now()
     with common.database(settings) as db, db.transaction() as session:
         incident = escalation.silence(
-            session, number, args.length, actor=log.Actor.human(args.actor), at=now
+            session, number, args.length, actor=common.actor(settings, args.actor), at=now
         )
         until = now + args.length
         return common.say(
@@ -119,10 +118,11 @@ def show_oncall(args: argparse.Namespace, settings: Settings) -> int:
 
 def set_oncall(args: argparse.Namespace, settings: Settings) -> int:
     now = SystemClock().now()
+    setter = common.decider(settings, args.actor).person.id
     with common.database(settings) as db, db.transaction() as session:
-        override = oncall.take(session, settings, args.person, args.actor, now, args.length)
+        override = oncall.take(session, settings, args.person, setter, now, args.length)
         ends = as_utc(override.ends_at)
-    text = f"{args.person} is on call until {ends:%Y-%m-%d %H:%M} UTC (set by {args.actor})"
+    text = f"{args.person} is on call until {ends:%Y-%m-%d %H:%M} UTC (set by {setter})"
     if not args.person.startswith("slack:"):
         text += (
             f"\nnote: {args.person} has no chat address, so pages to the on-call reach "

@@ -74,8 +74,9 @@ def add_commands(commands: Any) -> None:
             "--as",
             dest="actor",
             required=True,
-            metavar="USER",
-            help="who is doing this (recorded in the incident log)",
+            metavar="PERSON",
+            help="who is doing this: a person id of the `people` setting (recorded in the "
+            "incident log with your OS user)",
         )
         cmd.add_argument("--note", help="what was done / why (the disposition for resolve)")
         if name == "resolve":
@@ -179,7 +180,7 @@ def _transition(
     args: argparse.Namespace, settings: Settings, apply: Callable[..., Incident], **extra: Any
 ) -> int:
     number = service.parse_ref(args.incident)
-    actor = log.Actor.human(args.actor)
+    actor = common.actor(settings, args.actor)
     with common.database(settings) as db, db.transaction() as session:
         incident = apply(session, number, actor=actor, at=SystemClock().now(), **extra)
         return common.say(f"{incident.ref} {incident.status} (owner: {incident.owner or '-'})")
@@ -192,11 +193,12 @@ def ack(args: argparse.Namespace, settings: Settings) -> int:
 def resolve(args: argparse.Namespace, settings: Settings) -> int:
     """Resolve, cancelling the incident's steps that have not started (same transaction)."""
     number = service.parse_ref(args.incident)
+    actor = common.actor(settings, args.actor)
     with common.database(settings) as db:
         incident, cancelled = runbooks.resolve(
             db,
             number,
-            actor=log.Actor.human(args.actor),
+            actor=actor,
             clock=SystemClock(),
             disposition=args.note,
             owner=args.owner,

@@ -183,7 +183,7 @@ def test_the_cli_cancels_a_step_and_resolving_cancels_the_rest(
 ) -> None:
     first, second = rig.fire(), rig.fire()
     monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", rig.db.url)
-    monkeypatch.setenv("RUNBOOK_BOT_ROLES", '{"alice": ["responder"]}')
+    monkeypatch.setenv("RUNBOOK_BOT_ROLES", '{"alice": ["responder"], "bob": []}')
 
     inc = f"INC-{first}"
     assert cli.main(["cancel", inc, "cordon", "--as", "alice", "--note", "not needed"]) == 0

@@ -19,7 +19,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from bot.errors import BotError, Unauthorized
+from bot.errors import BotError, PersonUnknown, Unauthorized
 from bot.people.directory import Decider, Directory
 from bot.people.models import ApiToken
 
@@ -46,7 +46,7 @@ def create(
     shown."""
     if directory.get(person) is None:
         known = ", ".join(sorted(p.id for p in directory.people)) or "nobody: add people first"
-        raise BotError(f"no person {person!r} in the settings; known: {known}")
+        raise PersonUnknown(f"no person {person!r} in the settings; known: {known}")
     name = name.strip()
     if not name or len(name) > NAME:
         raise BotError(f"name the token (1 to {NAME} characters), e.g. --name laptop")

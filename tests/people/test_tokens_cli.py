@@ -36,7 +36,7 @@ def test_tokens_are_shown_once_stored_hashed_listed_and_revoked(
     with db.session() as session:
         stored = session.execute(text("SELECT secret_hash, revoked_at FROM api_tokens")).all()
 
-    assert unknown[0] == 1 and "no person 'mallory' in the settings; known: alice" in unknown[2]
+    assert unknown[0] == 2 and "no person 'mallory' in the settings; known: alice" in unknown[2]
     assert code == 0 and secret.startswith("rbt_") and len(secret) == 47
     assert "decides as alice; it is shown only now" in note
     assert listed[0] == 0 and "alice" in listed[1] and "laptop" in listed[1]

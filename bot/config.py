@@ -37,6 +37,7 @@ from bot.durations import Duration, format_duration
 from bot.errors import ConfigInvalid
 from bot.escalation_settings import Day, EscalationSettings
 from bot.people_settings import PersonSettings, check_people
+from bot.topology_settings import TopologySettings
 
 __all__ = [
     "CONFIG_ENV",
@@ -255,6 +256,22 @@ class Settings(BaseSettings):
     )
     breaker_max_nodes: int = Field(
         3, ge=1, description="Circuit breaker: and never more than this many nodes."
+    )
+    topology: TopologySettings = Field(
+        default_factory=TopologySettings,
+        description="Failure domains: `levels` (widest first, each a `name` and the node "
+        "`label` that holds it, e.g. `{name: row, label: topology.example.com/row}`), "
+        "`node_labels` and `storage_labels` (the alert labels that name the node and the "
+        "storage), `max_staleness` (how old the cached node labels may be when their watch "
+        "is broken). Empty levels: every node is its own domain. See docs/topology.md.",
+    )
+    causes: list[str] = Field(
+        default_factory=lambda: ["node-down", "ib-partition", "storage-failure", "overheating"],
+        max_length=64,
+        description="Runbook ids, the most likely cause first: when nodes of one domain "
+        "raise alerts of several runbooks within the correlation window, the domain's "
+        "incident follows the first of them and the others' alerts join it as symptoms "
+        "(a rack that lost power: its nodes NotReady, their fabric ports down).",
     )
     gpu_node_selector: str = Field(
         "nvidia.com/gpu.present=true",

@@ -125,7 +125,7 @@ def test_docs_configuration_is_the_generated_reference() -> None:
 def test_every_nested_section_of_the_reference_points_at_a_page_that_exists() -> None:
     linked = re.findall(r"`see (docs/[a-z]+\.md)`", reference_markdown())
 
-    assert linked == ["docs/bmc.md", "docs/escalation.md", "docs/console.md"]
+    assert linked == ["docs/topology.md", "docs/bmc.md", "docs/escalation.md", "docs/console.md"]
     assert [page for page in linked if not (DOCS.parents[1] / page).is_file()] == []
 
 

@@ -65,6 +65,8 @@ STEP_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
 """Step ids: `drain_gpu`, so templates can say `steps.drain_gpu.result`."""
 FACT_PATTERN = r"^[a-z_][a-z0-9_]{0,62}$"
 LABEL_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+LEVEL_NAME = r"^[a-z][a-z0-9_]{0,30}$"
+"""A topology level's name, as `bot.topology_settings` takes it."""
 
 Wait = Annotated[
     Duration,
@@ -172,6 +174,35 @@ class Expect(_Strict):
         return value
 
 
+ForEach = Literal["nodes"]
+StopOn = Literal["first_failure", "never"]
+DOMAIN_PREFIX = "domain."
+"""`group_by: [domain.row]` names a topology level (`topology.levels`), not a label."""
+
+
+class Correlate(_Strict):
+    """How a runbook's alerts grow into one incident for their failure domain: alerts of
+    this runbook from `min_nodes` or more nodes of one domain (its `group_by`'s level)
+    within `window` are one incident for the domain; a lone node stays a node incident
+    and grows into the domain's when another node of the domain joins within the window.
+    While a domain incident is open, every new alert of this runbook inside the domain
+    joins it."""
+
+    window: Wait = Field(
+        timedelta(minutes=2),
+        description="how close together the nodes' first alerts must be, 1s to 1h",
+        json_schema_extra={"default": "2m"},
+    )
+    min_nodes: int = Field(2, ge=2, le=10000, description="nodes that make it the domain's")
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, value: timedelta) -> timedelta:
+        if not timedelta(seconds=1) <= value <= timedelta(hours=1):
+            raise ValueError(f"a correlation window is 1s to 1h, not {format_duration(value)}")
+        return value
+
+
 class Step(_Strict):
     """One step of a runbook: an action to run, or a manual task for a person."""
 
@@ -190,6 +221,21 @@ class Step(_Strict):
         None, description="read actions only: re-read until the read agrees with the alert"
     )
     on_failure: OnFailure = "stop"
+    for_each: ForEach | None = Field(
+        None,
+        description="`nodes`: run the action once per node of the incident, `with` rendered "
+        "with `node` set to each; one approval covers the whole list and binds to it",
+    )
+    max_parallel: int = Field(1, ge=1, le=64, description="for_each: nodes at once")
+    batch: int | None = Field(
+        None, ge=1, le=10000, description="for_each: nodes per batch; a batch ends before the next"
+    )
+    pause: Wait | None = Field(
+        None, description="for_each: the wait between two batches (watch before going on)"
+    )
+    stop_on: StopOn = Field(
+        "first_failure", description="for_each: stop starting nodes at the first failure, or never"
+    )
     doc: str | None = Field(None, max_length=2000, description="a link, or the seed's line")
 
     @field_validator("timeout")
@@ -207,6 +253,20 @@ class Step(_Strict):
             raise ValueError("`with` gives an action its parameters; a manual step has none")
         if self.manual is not None and self.expect is not None:
             raise ValueError("`expect` re-reads an action's result; a manual step has none")
+        if self.for_each is None:
+            given = [k for k in ("batch", "pause") if getattr(self, k) is not None]
+            if self.max_parallel != 1:
+                given.insert(0, "max_parallel")
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} shape a `for_each` step; add `for_each: nodes`"
+                )
+        elif self.manual is not None:
+            raise ValueError("`for_each` runs an action per node; a manual step has none")
+        elif self.expect is not None:
+            raise ValueError("`expect` re-reads one read; a `for_each` step has many")
+        if self.pause is not None and not timedelta(seconds=1) <= self.pause <= timedelta(hours=24):
+            raise ValueError(f"a pause is 1s to 24h, not {format_duration(self.pause)}")
         return self
 
 
@@ -219,7 +279,16 @@ class Runbook(_Strict):
     description: Text | None = None
     match: Match
     severity: Severity | None = Field(None, description="the severity its incidents get")
-    group_by: list[str] = Field(default_factory=list, description="labels: one incident each")
+    group_by: list[str] = Field(
+        default_factory=list,
+        description="labels, and at most one topology level as `domain.<level>` "
+        "(`domain.row`): one incident for each distinct combination",
+    )
+    correlate: Correlate | None = Field(
+        None,
+        description="grow node incidents into one for their domain (`group_by`'s "
+        "`domain.<level>`, or its storage label): `window`, `min_nodes`",
+    )
     facts: dict[str, str] = Field(
         default_factory=dict, description="name: Jinja2 template over labels and annotations"
     )
@@ -237,7 +306,25 @@ class Runbook(_Strict):
         for name in self.facts:
             if not re.fullmatch(FACT_PATTERN, name):
                 raise ValueError(f"fact name {name!r}: use lowercase letters, digits and _")
+        levels = [key for key in self.group_by if key.startswith(DOMAIN_PREFIX)]
+        for key in self.group_by:
+            name = key.removeprefix(DOMAIN_PREFIX)
+            if not re.fullmatch(LEVEL_NAME if key in levels else LABEL_PATTERN, name):
+                raise ValueError(
+                    f"group_by {key!r}: a label name, or domain.<level> with a level of "
+                    "`topology.levels`"
+                )
+        if len(levels) > 1:
+            raise ValueError(f"group_by names one topology level at most, not {', '.join(levels)}")
         return self
+
+    @property
+    def domain_level(self) -> str | None:
+        """The topology level `group_by` names (`row` for `domain.row`), else None."""
+        for key in self.group_by:
+            if key.startswith(DOMAIN_PREFIX):
+                return key.removeprefix(DOMAIN_PREFIX)
+        return None
 
 
 def json_schema() -> dict[str, Any]:

@@ -44,6 +44,7 @@ from bot.runbooks import expecting, templates, versions
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.loader import LoadedRunbook
 from bot.runbooks.models import IncidentRunbook, StepRun
+from bot.runbooks.nodes import incident_nodes
 from bot.runbooks.schema import APPROVALS, Runbook, Step, Text
 from bot.runbooks.steps import StepState, check
 
@@ -242,6 +243,7 @@ def advance(session: Session, number: int, now: datetime, settings: Settings) ->
             "number": incident.number,
             "ref": incident.ref,
             "severity": incident.severity,
+            "nodes": incident_nodes(session, number, settings.topology),
         },
     }
     for step in runbook.steps:

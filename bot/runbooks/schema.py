@@ -36,7 +36,8 @@ Templates see: `labels` and `annotations` (the triggering alert's, over the inci
 common labels), `facts` (rendered, in order: a fact may use earlier ones), `steps` (by
 id: `status`, `ok`, `result`, the action's result as a dict, `error` with the failure's
 `kind` and `message`, and `reads` and `as_expected` for a step that `expect`s) and
-`incident` (`number`, `ref` like INC-7, `severity`). They render in Jinja2's immutable sandbox.
+`incident` (`number`, `ref` like INC-7, `severity`, `nodes`: the nodes its alerts name). They
+render in Jinja2's immutable sandbox.
 
 Unknown keys are errors everywhere, so a typo (`aproval:`) is caught by `runbook-bot
 validate`, not discovered at 3 a.m.

@@ -34,6 +34,17 @@ BreakerLock = Callable[[], AbstractContextManager[None]]
 """Enter to hold the circuit breaker's lock across processes (the bot's database)."""
 
 
+@dataclass(frozen=True)
+class Allowance:
+    """What one approval that named its count lets a step over many nodes take out of
+    service (`for_each`): these nodes, `count` of them, of `domain` ("row/a"; None for an
+    incident of no domain). The circuit breaker admits them up to its global cap."""
+
+    nodes: frozenset[str]
+    count: int
+    domain: str | None = None
+
+
 def _ignore_progress(message: str) -> None:
     return None
 
@@ -53,6 +64,10 @@ class ActionContext:
     incident: str | None = None
     dry_run: bool = False
     admin_override: bool = False
+    # An admin override past the global cap names how many nodes it lets out (None: any).
+    override_count: int | None = None
+    # Set for a run of a `for_each` step whose approval named its count.
+    allowance: Allowance | None = None
     progress: Progress = _ignore_progress
     record: Record = _ignore_record
     # Built on first use, so read-only runs of other kinds never touch the cluster.

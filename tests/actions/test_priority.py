@@ -130,3 +130,14 @@ def test_a_name_that_is_not_a_node_is_named(run_action: RunAction, sim: SimHandl
     assert result.ok is False
     assert result.missing == ["gpu-node-99"]
     assert result.summary.endswith("not nodes: gpu-node-99 (kubectl get nodes)")
+
+
+def test_a_runbook_may_give_the_nodes_as_one_comma_separated_string(
+    run_action: RunAction, sim: SimHandle
+) -> None:
+    result: Any = run_action(
+        "k8s.pods_by_priority", nodes="gpu-node-01, gpu-node-02", below="1000"
+    ).result
+
+    assert {p.node for p in result.pods} == set(NODES)
+    assert result.threshold == 1000

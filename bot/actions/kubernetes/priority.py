@@ -17,11 +17,12 @@ its `priorityClassName` (the class's value; 0 without one), so the threshold is 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from bot.actions.context import ActionContext
 from bot.actions.kubernetes import api, draining
@@ -37,9 +38,22 @@ PRIORITY_RANGE = (-2147483648, 1000000000)
 """User PriorityClass values; above it are the system classes, never "low"."""
 
 
+def _split(value: Any) -> Any:
+    """A runbook renders a list as one string: `{{ incident.nodes | join(',') }}`."""
+    if isinstance(value, str):
+        return [part for part in re.split(r"[\s,]+", value) if part]
+    return value
+
+
+NodeSet = Annotated[list[NodeName], BeforeValidator(_split)]
+"""Node names as a list, or as one string separated by commas or spaces."""
+
+
 class PriorityParams(Params):
-    nodes: list[NodeName] = Field(
-        min_length=1, max_length=MAX_NODES, description="node names (the incident's nodes)"
+    nodes: NodeSet = Field(
+        min_length=1,
+        max_length=MAX_NODES,
+        description="node names, a list or comma-separated (the incident's nodes)",
     )
     below: int = Field(
         ge=PRIORITY_RANGE[0],

@@ -17,8 +17,9 @@ NFS = "nfs.storage.svc.cluster.local"
 TRAINERS = [f"gpu-node-0{i}" for i in range(1, 5)]
 
 
-def _csi_claim(sim: SimHandle, server: str, share: str) -> None:
-    """serving/ckpt, bound to a PersistentVolume of the NFS CSI driver on server:share."""
+def _csi_claim(sim: SimHandle, server: str, share: str, sub: str = "") -> None:
+    """serving/ckpt, bound to a PersistentVolume of the NFS CSI driver on server:share
+    (in its subDir `sub`)."""
     core = client.CoreV1Api(sim.api_client())
     core.create_persistent_volume(
         {
@@ -29,7 +30,7 @@ def _csi_claim(sim: SimHandle, server: str, share: str) -> None:
                 "csi": {
                     "driver": "nfs.csi.k8s.io",
                     "volumeHandle": f"{server}#{share}",
-                    "volumeAttributes": {"server": server, "share": share},
+                    "volumeAttributes": {"server": server, "share": share, "subDir": sub},
                 },
                 "claimRef": {"namespace": "serving", "name": "ckpt"},
             },
@@ -71,7 +72,7 @@ def test_inline_volumes_under_the_path_and_csi_shares_count_and_other_exports_do
     beside = {"name": "scratch", "nfs": {"server": NFS, "path": "/exports/datasets-old"}}
     sim.cluster.add_pod("default", "notebook", "gpu-node-02", volumes=[under])
     sim.cluster.add_pod("default", "old-notebook", "gpu-node-02", volumes=[beside])
-    _csi_claim(sim, "10.0.8.50", "/exports/ckpt")
+    _csi_claim(sim, "10.0.8.50", "/exports", sub="ckpt/serving")
 
     datasets: Any = run_action("k8s.pods_mounting", storage=f"{NFS}:/exports/datasets").result
     whole: Any = run_action("k8s.pods_mounting", storage=NFS).result
@@ -85,6 +86,7 @@ def test_inline_volumes_under_the_path_and_csi_shares_count_and_other_exports_do
     assert {"notebook", "old-notebook"} <= {p.name for p in whole.pods}
     assert [(p.name, p.node) for p in ckpt.pods] == [("ckpt-writer", "gpu-node-03")]
     assert (ckpt.volumes, ckpt.claims) == (["pv-ckpt"], ["serving/ckpt"])
+    assert ckpt.pods[0].mounts == ["10.0.8.50:/exports/ckpt/serving (claim serving/ckpt)"]
 
 
 def test_an_export_nobody_mounts_is_an_answer_not_an_error(

@@ -4,7 +4,8 @@ The seed's plan four begins with the impact: 哪些节点/任务挂载受影响 
 mount it). A storage alert names the export as `server:/path` (node_exporter's `device`
 of an NFS mount); `k8s.pods_mounting` finds every live pod that mounts it, by any of the
 ways Kubernetes can: an inline `nfs` volume, a claim bound to a PersistentVolume with an
-in-tree `nfs` source, or one of the NFS CSI driver (`volumeAttributes` server and share).
+in-tree `nfs` source, or one of the NFS CSI driver (`volumeAttributes` server, share and
+subDir).
 A path matches the export itself and anything under it (`/exports/ckpt` covers a volume
 of `/exports/ckpt/team-a`); no path means the whole server. Server names are compared
 without case, as DNS does.
@@ -143,7 +144,9 @@ def _pv_export(volume: Any) -> tuple[str, str] | None:
     if spec.csi is not None and spec.csi.driver == NFS_CSI_DRIVER:
         attributes = spec.csi.volume_attributes or {}
         if attributes.get("server"):
-            return str(attributes["server"]).lower(), str(attributes.get("share") or "/")
+            share = str(attributes.get("share") or "/").rstrip("/")
+            sub = str(attributes.get("subDir") or "").strip("/")
+            return str(attributes["server"]).lower(), f"{share}/{sub}" if sub else share or "/"
     return None
 
 

@@ -174,6 +174,8 @@ def _step(loaded: LoadedRunbook, i: int, step: Step) -> list[Problem]:
             problems.append(loaded.problem(loc, str(exc)))
             continue
         for ref in sorted(used):
+            if ref == FOR_EACH_NAME and step.for_each is not None and loc[2] == "with":
+                continue  # the node each run is for
             wrong = _step_reference(ref, runbook, i)
             if wrong:
                 problems.append(loaded.problem(loc, wrong))
@@ -198,6 +200,10 @@ def _parameters(
         message = f"{action.name} needs parameter{plural} {names} in `with`"
         problems.append(loaded.problem((*here, "with"), message))
     return problems
+
+
+FOR_EACH_NAME = "node"
+"""What a `for_each: nodes` step's `with` sees besides the usual names: the node it runs for."""
 
 
 def _listing(names: list[str]) -> str:

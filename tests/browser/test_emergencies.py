@@ -89,10 +89,11 @@ def test_storage_outage_closes_the_queue_until_read_write_and_resume_are_verifie
     on_call: OnCall,
 ) -> None:
     night = on_call("storage")
-    night.shows("impact_nfs", "nfs.storage.svc.cluster.local")
+    night.shows("impact_mounts", "nfs.storage.svc.cluster.local")
     decisions = [
         done("checkpoint_writable", "not writable: touch in /datasets hangs in ml/trainer-0"),
         approve("close_queue"),
+        skip("client_mount"),  # one node reports it, but the server is what failed
         done("nfs_server", "nfsd restarted on the server; exports back"),
         done("rw_test", "fio 4 GB write and read back: 1.2 GB/s"),
         done("resume_check", "trainer resumed from its newest checkpoint"),

@@ -248,7 +248,7 @@ HAPPY_PATHS: dict[str, Callable[[Drive], None]] = {
         test_e2e_node_down.test_a_hung_node_is_power_cycled_by_two_people_diagnosed_and_burnt_in_before_return
     ),
     "overheating": (
-        test_e2e_overheating.test_a_hot_row_drains_and_powers_off_in_order_and_powers_on_after_the_cooling
+        test_e2e_overheating.test_one_hot_machine_reads_its_fans_through_the_bmc_and_stays_in_service
     ),
     "storage-failure": (
         test_e2e_storage_failure.test_an_unreachable_nfs_export_closes_the_queue_until_it_is_verified

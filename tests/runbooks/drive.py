@@ -56,11 +56,14 @@ def simulator(scenario: Scenario, rbac: Rbac | None = None) -> Iterator[SimHandl
 
 
 class Drive:
-    def __init__(self, db: Database, clock: FrozenClock, tmp: Path, sim: SimHandle) -> None:
+    def __init__(
+        self, db: Database, clock: FrozenClock, tmp: Path, sim: SimHandle, **settings: Any
+    ) -> None:
+        """`settings`: more setting overrides (e.g. `topology`)."""
         bmc = sim.bmc_settings(tmp / "bmc-password")
         # Short BMC waits: the simulator's power transitions take a fraction of a second.
         bmc.update(timeout="2s", power_timeout="20s", attempts=3)
-        self.rig = Rig(db, clock, tmp, runbooks_dir=RUNBOOKS, bmc=bmc)
+        self.rig = Rig(db, clock, tmp, runbooks_dir=RUNBOOKS, bmc=bmc, **settings)
         self.sim = sim
         # The worker's timeline is the test's clock; its actions wait in the simulator's time.
         self.clock = ScaledClock(TIME_SCALE, timeline=clock)
@@ -118,10 +121,11 @@ class Drive:
                 return step, row.approvals_required
         return None
 
-    def approve(self, number: int, step: str, *people: str) -> None:
-        """Each person approves `step` in turn; then the worker runs what is due."""
+    def approve(self, number: int, step: str, *people: str, **extra: Any) -> None:
+        """Each person approves `step` in turn (`extra`: e.g. the `count` a step over many
+        nodes names); then the worker runs what is due."""
         for person in people:
-            self.rig.approve(number, step, person)
+            self.rig.approve(number, step, person, **extra)
         self.settle()
 
     def refused(self, number: int, step: str, person: str) -> str:

@@ -1,13 +1,13 @@
 """The shipped ib-partition runbook end to end: one node with an InfiniBand port down is
 found by ib.port_status, cordoned and drained, repaired by hand, and returned only when
-the ports verify Active at full rate and the bandwidth check is marked done."""
+the ports verify Active at full rate and the bandwidth check is marked done. (A leaf
+switch's nodes, the domain branch: tests/runbooks/test_domain_runbooks.py.)"""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.runbooks.drive import Drive
-from tests.support.payloads import alert, notification
 
 NODE = "gpu-node-03"
 HCA = "mlx5_1"
@@ -28,7 +28,8 @@ def _take_out(drive: Drive) -> int:
     assert drive.waiting(number) == ("check_node", 0)  # one node alerting: its own cable
 
     drive.done(number, "check_node", "alice", f"{HCA} cable: no light, module hot")
-    assert drive.states(number)["check_fabric"] == "skipped"
+    states = drive.states(number)
+    assert states["check_fabric"] == states["leaf_ports"] == "skipped"
     assert drive.follow(number, {"cordon": ("alice",), "drain": ("bob",)}) == ["cordon", "drain"]
     assert drive.node(NODE).unschedulable
     assert drive.waiting(number) == ("replace_cable", 0)
@@ -83,22 +84,3 @@ def test_a_port_still_down_after_the_repair_keeps_the_node_cordoned(drive: Drive
     assert states["bandwidth"] == states["uncordon"] == "skipped"
     assert drive.node(NODE).unschedulable
     assert drive.types(number)[-1] == "runbook.finished"
-
-
-def test_ports_down_on_several_nodes_take_the_fabric_branch(drive: Drive) -> None:
-    for node in (NODE, "gpu-node-04"):
-        drive.sim.cluster.set_ib_port(node, HCA, False)
-    down = alert(alertname="InfiniBandPortDown", host=NODE, node=NODE, device=HCA)
-    down["annotations"]["ib_nodes_down"] = "2"  # the rule's count of nodes with a port down
-    number = drive.post(notification([down]))
-
-    assert drive.waiting(number) == ("check_fabric", 0)
-    assert drive.states(number)["check_node"] == "skipped"
-    drive.done(number, "check_fabric", "carol", "leaf-3 rebooted; opensm lost its master")
-    assert drive.rows(number)["cordon"].params["reason"] == "InfiniBand ports down (fabric)"
-    drive.follow(number, {"cordon": ("alice",), "drain": ("bob",)})
-    drive.sim.cluster.set_ib_port(NODE, HCA, True)
-    drive.done(number, "replace_cable", "carol", "no cable fault on this node")
-
-    assert drive.waiting(number) == ("restart_opensm", 0)
-    assert drive.node(NODE).unschedulable

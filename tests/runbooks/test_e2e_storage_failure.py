@@ -10,8 +10,7 @@ import pytest
 
 from tests.runbooks.drive import Drive
 
-SERVER = "nfs.storage.svc.cluster.local"
-STORAGE = f"{SERVER}:/exports/datasets"
+STORAGE = "nfs.storage.svc.cluster.local:/exports/datasets"
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.parametrize("backend", ["sqlite"])]
 
@@ -28,12 +27,13 @@ def test_an_unreachable_nfs_export_closes_the_queue_until_it_is_verified(
         alertname="SharedFilesystemUnreachable", storage=STORAGE, storage_kind="nfs"
     )
 
-    impact = drive.results(number)["impact_nfs"]
+    impact = drive.results(number)["impact_mounts"]
     assert impact["claims"] == ["ml/datasets"]
     assert sorted((p["name"], p["node"]) for p in impact["pods"]) == [
         (f"trainer-{i}", f"gpu-node-0{i + 1}") for i in range(4)
     ]
-    assert drive.rows(number)["impact_nfs"].params == {"nfs_server": SERVER}
+    assert impact["jobs"] == ["StatefulSet ml/trainer"]
+    assert drive.rows(number)["impact_mounts"].params == {"storage": STORAGE}
     assert drive.states(number)["impact_class"] == "skipped"
     assert drive.waiting(number) == ("checkpoint_writable", 0)
 
@@ -44,7 +44,8 @@ def test_an_unreachable_nfs_export_closes_the_queue_until_it_is_verified(
     assert _queue(drive)["status"]["state"] == "Closed"
 
     states = drive.states(number)
-    assert states["pause_by_hand"] == "skipped"
+    assert states["pause_by_hand"] == states["cordon_mounting"] == "skipped"
+    assert states["client_mount"] == "skipped"  # the alert names no node
     for step, note in [
         ("nfs_server", "nfsd hung on the server; restarted it"),
         ("rw_test", "fio 1 GiB write/read from trainer-0: ok"),
@@ -66,7 +67,7 @@ def test_an_unreachable_nfs_export_closes_the_queue_until_it_is_verified(
     assert not any(node.unschedulable for node in drive.sim.cluster.snapshot().nodes.values())
     assert drive.sim.cluster.requests_made(method="PATCH", path="/api/v1/nodes/*") == []
     assert drive.demanded(number) == {
-        "impact_nfs": 0,
+        "impact_mounts": 0,
         "close_queue": 1,
         "reopen_queue": 1,
     }

@@ -29,6 +29,8 @@ from bot.runbooks.catalog import Catalog
 from bot.runbooks.loader import load_paths
 from bot.runbooks.schema import APPROVALS, LocalizedText, Runbook, Step
 from bot.runbooks.steps import StepState
+from bot.topology import nodes_of
+from bot.topology_settings import TopologySettings
 from tests.support.payloads import fixture
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
@@ -269,6 +271,19 @@ class Walk:
     """Reads each step that `expect`s took."""
     unexpected: list[str] = field(default_factory=list)
     """Steps whose reads never agreed with their `expect`."""
+    each: dict[str, list[Params]] = field(default_factory=dict)
+    """A `for_each: nodes` step's validated parameters, one per node in order."""
+
+
+def node_incident(labels: dict[str, str]) -> dict[str, Any]:
+    """What the engine shows of a node incident: the one node its alert names."""
+    return {"scope": "node", "domain": None, "nodes": nodes_of(TopologySettings(), [labels])}
+
+
+def domain_incident(level: str, value: str, nodes: list[str]) -> dict[str, Any]:
+    """What the engine shows of a domain incident (contracts: incident.scope/domain)."""
+    domain = {"level": level, "value": value, "name": f"{level}/{value}", "size": len(nodes)}
+    return {"scope": "domain", "domain": domain, "nodes": nodes}
 
 
 def walk(
@@ -277,6 +292,7 @@ def walk(
     outcomes: dict[str, Outcome] | None = None,
     annotations: dict[str, str] | None = None,
     *,
+    incident: dict[str, Any] | None = None,
     refusals: bool = False,
 ) -> Walk:
     """Go through a runbook as the engine does, in order: a step whose `when` is false is
@@ -293,6 +309,8 @@ def walk(
     `failed(kind)` gives another kind."""
     runbook, outcomes = _load(name), outcomes or {}
     annotations = annotations or {}
+    about = {"number": 7, "ref": "INC-7", "severity": "critical"}
+    about.update(incident or node_incident(labels))
     facts = templates.render_facts(runbook.facts, labels, annotations)
     seen: dict[str, dict[str, Any]] = {}
     done = Walk()
@@ -302,7 +320,7 @@ def walk(
             "annotations": annotations,
             "facts": facts,
             "steps": seen,
-            "incident": {"number": 7, "ref": "INC-7", "severity": "critical"},
+            "incident": about,
         }
         if step.when and not templates.evaluate(step.when, context):
             seen[step.id] = engine.seen(StepState.SKIPPED, None)
@@ -310,9 +328,15 @@ def walk(
         outcome = outcomes.get(step.id)
         if step.action is not None:
             action = registry.get(step.action)
-            raw = templates.render_params(step.with_, context)
+            raw = templates.render_params(step.with_, context) if not step.for_each else {}
             try:
-                done.params[step.id] = action.parse(raw)
+                if step.for_each:
+                    done.each[step.id] = [
+                        action.parse(templates.render_params(step.with_, {**context, "node": n}))
+                        for n in about["nodes"]
+                    ]
+                else:
+                    done.params[step.id] = action.parse(raw)
             except ParamsInvalid:
                 if not refusals:
                     raise
@@ -727,13 +751,39 @@ def test_one_node_with_a_port_down_checks_its_cable_and_returns_after_the_bandwi
     assert done.params["ports"].model_dump()["expected_rate"] == 200
 
 
-def test_several_nodes_down_at_once_look_at_the_switches_and_the_subnet_manager() -> None:
-    outcomes = {"ports": ports(False), "verify_ports": ports(True)}
+LEAF_NODES = [f"gpu-node-{i:02d}" for i in range(1, 17)]
+LEAF = domain_incident("leaf", "ib-leaf-07", LEAF_NODES)
 
-    done = walk("ib-partition", IB_DOWN, outcomes, annotations={"ib_nodes_down": "5"})
 
-    assert {"check_fabric", "restart_opensm"} <= set(done.ran)
-    assert "check_node" not in done.ran
+def test_a_leafs_nodes_are_read_cordoned_drained_verified_and_returned_as_one_set() -> None:
+    done = walk("ib-partition", IB_DOWN, incident=LEAF)
+
+    assert done.ran == [
+        "leaf_ports",
+        "check_fabric",
+        "leaf_cordon",
+        "leaf_drain",
+        "repair_leaf",
+        "restart_opensm",
+        "error_counters",
+        "leaf_verify",
+        "leaf_bandwidth",
+        "leaf_uncordon",
+    ]
+    cordons = [p.model_dump() for p in done.each["leaf_cordon"]]
+    assert [c["node"] for c in cordons] == LEAF_NODES
+    assert cordons[0]["reason"] == "InfiniBand leaf ib-leaf-07 down"
+    assert [p.model_dump()["node"] for p in done.each["leaf_drain"]] == LEAF_NODES
+    steps = {step.id: step for step in _load("ib-partition").steps}
+    assert (steps["leaf_cordon"].max_parallel, steps["leaf_drain"].max_parallel) == (8, 4)
+    assert not done.params, "a leaf incident runs no single-node action"
+
+
+def test_a_leaf_whose_ports_are_not_all_back_keeps_its_nodes_cordoned() -> None:
+    done = walk("ib-partition", IB_DOWN, {"leaf_bandwidth": SKIPPED}, incident=LEAF)
+
+    assert done.ran[-2:] == ["error_counters", "leaf_verify"]
+    assert "leaf_uncordon" not in done.ran
 
 
 def test_ports_still_down_after_the_repair_keep_the_node_out() -> None:
@@ -742,17 +792,21 @@ def test_ports_still_down_after_the_repair_keep_the_node_out() -> None:
     assert done.ran[-2:] == ["verify_ports", "ports_still_bad"]
 
 
-def test_an_nfs_outage_finds_its_users_closes_the_queue_and_reopens_it_once_verified() -> None:
-    labels = {
-        "alertname": "SharedFilesystemUnreachable",
-        "storage": "10.0.8.50:/exports/ckpt",
-        "storage_kind": "nfs",
-    }
+NFS_DOWN = {
+    "alertname": "SharedFilesystemUnreachable",
+    "storage": "10.0.8.50:/exports/ckpt",
+    "storage_kind": "nfs",
+    "node": "gpu-node-05",
+}
+NFS_NODES = [f"gpu-node-{i:03d}" for i in range(1, 201)]
+NFS_DOMAIN = domain_incident("storage", "10.0.8.50:/exports/ckpt", NFS_NODES)
 
-    done = walk("storage-failure", labels)
+
+def test_an_nfs_outage_finds_its_users_closes_the_queue_and_reopens_it_once_verified() -> None:
+    done = walk("storage-failure", NFS_DOWN, incident=NFS_DOMAIN)
 
     assert done.ran == [
-        "impact_nfs",
+        "impact_mounts",
         "checkpoint_writable",
         "close_queue",
         "nfs_server",
@@ -761,8 +815,35 @@ def test_an_nfs_outage_finds_its_users_closes_the_queue_and_reopens_it_once_veri
         "data_loss",
         "reopen_queue",
     ]
-    assert done.params["impact_nfs"].model_dump()["nfs_server"] == "10.0.8.50"
+    assert done.params["impact_mounts"].model_dump()["storage"] == "10.0.8.50:/exports/ckpt"
     assert done.params["close_queue"].model_dump()["queue"] == "default"
+
+
+def test_a_storage_whose_queue_cannot_close_cordons_its_nodes_as_one_set_and_returns_them() -> None:
+    done = walk("storage-failure", NFS_DOWN, {"close_queue": FAILED}, incident=NFS_DOMAIN)
+
+    assert done.ran[:4] == [
+        "impact_mounts",
+        "checkpoint_writable",
+        "close_queue",
+        "cordon_mounting",
+    ]
+    assert [p.model_dump()["node"] for p in done.each["cordon_mounting"]] == NFS_NODES
+    assert done.ran[-1] == "uncordon_mounting"
+    assert not {"pause_by_hand", "client_mount", "reopen_queue"} & set(done.ran)
+
+
+def test_one_node_reporting_an_nfs_mount_checks_its_own_client_first() -> None:
+    done = walk("storage-failure", NFS_DOWN)
+
+    assert done.ran[:5] == [
+        "impact_mounts",
+        "checkpoint_writable",
+        "close_queue",
+        "client_mount",
+        "nfs_server",
+    ]
+    assert "cordon_mounting" not in done.ran and not done.each
 
 
 def test_juicefs_checks_the_metadata_engine_and_an_unclosable_queue_is_paused_by_hand() -> None:
@@ -808,32 +889,61 @@ def test_one_hot_machine_checks_its_fans_and_stays_in_service() -> None:
     ]
 
 
+ROW_NODES = [f"gpu-node-{i:02d}" for i in range(1, 33)]
+ROW = domain_incident("row", "b", ROW_NODES)
+
+
 def test_a_hot_row_sheds_load_then_shuts_down_in_order_and_powers_on_in_batches() -> None:
-    done = walk("overheating", HOT, annotations={"hot_nodes_in_row": "6"})
+    done = walk("overheating", HOT, incident=ROW)
 
     assert done.ran == [
-        "temperatures",
-        "gpus",
+        "row_temperatures",
         "facility",
-        "jobs",
+        "row_cordon",
+        "row_jobs",
         "stop_low_priority",
-        "drain",
-        "soft_off",
-        "power_on_batch",
-        "power_on",
-        "wait_ready",
-        "temperatures_after",
-        "gpus_after",
+        "row_drain",
+        "row_soft_off",
+        "cooling_back",
+        "row_power_on",
+        "row_wait_ready",
+        "row_temperatures_after",
         "watch_cooling",
-        "uncordon",
+        "row_uncordon",
     ]
+    assert done.params["row_jobs"].model_dump()["nodes"] == ROW_NODES
+    stops = [p.model_dump() for p in done.each["stop_low_priority"]]
+    assert [(s["nodes"], s["below"]) for s in stops] == [([n], 1000) for n in ROW_NODES]
+    assert stops[0]["reason"] == "row b overheating: shedding load"
+    for step in ("row_cordon", "row_drain", "row_soft_off", "row_power_on", "row_uncordon"):
+        assert [p.model_dump()["node"] for p in done.each[step]] == ROW_NODES, step
+    steps = {step.id: step for step in _load("overheating").steps}
+    assert (steps["row_drain"].max_parallel, steps["row_soft_off"].max_parallel) == (4, 4)
+    power_on = steps["row_power_on"]
+    assert (power_on.batch, power_on.pause) == (4, parse_duration("10m"))
+    assert sum(s.action is None for s in _load("overheating").steps if s.id == "facility") == 1
 
 
 def test_a_hot_row_that_cools_before_the_threshold_keeps_the_machines_running() -> None:
-    done = walk("overheating", HOT, {"drain": SKIPPED}, annotations={"hot_nodes_in_row": "6"})
+    done = walk("overheating", HOT, {"row_drain": SKIPPED}, incident=ROW)
 
     assert "stop_low_priority" in done.ran and "watch_cooling" in done.ran
-    assert not {"soft_off", "power_on", "uncordon"} & set(done.ran)
+    assert not {"row_soft_off", "row_power_on", "cooling_back"} & set(done.ran)
+    assert done.ran[-1] == "row_uncordon"
+
+
+def test_a_row_that_stays_hot_after_the_power_on_stays_cordoned() -> None:
+    done = walk("overheating", HOT, {"watch_cooling": SKIPPED}, incident=ROW)
+
+    assert done.ran[-1] == "row_temperatures_after"
+    assert "row_uncordon" not in done.ran
+
+
+def test_one_hot_machine_never_touches_the_row_steps() -> None:
+    done = walk("overheating", HOT)
+
+    assert not [step for step in done.ran if step.startswith("row_")]
+    assert "facility" not in done.ran and not done.each
 
 
 def test_the_fallback_snapshots_a_named_node_with_reads_and_pages_a_person() -> None:

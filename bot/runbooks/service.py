@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
-from bot.errors import ApprovalExpired
+from bot.errors import ApprovalExpired, ProposalSuperseded
 from bot.escalation import ladder
 from bot.incidents import log
 from bot.incidents import service as incidents
@@ -111,13 +111,35 @@ def approve(
     clock: Clock,
     settings: Settings,
     params_hash: str | None = None,
+    count: int | None = None,
 ) -> StepRun:
+    """`who` approves; with `count`, the node count of a step over many nodes."""
     try:
-        return _decide(approvals.approve, db, number, step_id, who, clock, settings, params_hash)
+        with db.transaction() as session:
+            return approvals.approve(
+                session, number, step_id, who, clock.now(), settings, params_hash, count
+            )
     except ApprovalExpired:
         with db.transaction() as session:
             approvals.expire(session, number, step_id, clock.now(), settings)
         raise
+    except ProposalSuperseded:
+        with db.transaction() as session:
+            engine.advance(session, number, clock.now(), settings)  # proposes it again
+        raise
+
+
+def stop(
+    db: Database,
+    number: int,
+    step_id: str,
+    *,
+    who: Decider,
+    clock: Clock,
+    settings: Settings,
+    note: str | None = None,
+) -> StepRun:
+    return _decide(approvals.stop, db, number, step_id, who, clock, settings, note)
 
 
 def skip(

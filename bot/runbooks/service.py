@@ -25,7 +25,7 @@ from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
 from bot.people import Decider
-from bot.runbooks import approvals, engine
+from bot.runbooks import approvals, engine, foreach
 from bot.runbooks.models import StepRun
 
 
@@ -51,6 +51,8 @@ class StepRow:
     summary: str
     run_id: int | None = None
     """The newest attempt's id: what chat buttons carry."""
+    progress: dict[str, Any] | None = None
+    """A step over many nodes (`foreach`): its set and its nodes counted (`progress_of`)."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -99,7 +101,30 @@ def _row(
         actor=run.actor,
         summary=run.summary,
         run_id=run.id,
+        progress=progress_of(run),
     )
+
+
+def progress_of(run: StepRun) -> dict[str, Any] | None:
+    """A `for_each` run's set and nodes counted, while it runs and after; None for a run
+    of one action."""
+    if not foreach.is_for_each(run.params):
+        return None
+    counted = foreach.tally(run.progress, run.params)
+    states = dict((run.progress or {}).get("nodes") or {})
+    left = {"state": "left", "summary": ""}
+    nodes = {node: dict(states.get(node) or left) for node in foreach.nodes_of(run.params)}
+    return {
+        "set": foreach.set_of(run.params),
+        "total": counted.total,
+        "succeeded": counted.succeeded,
+        "running": counted.running,
+        "failed": counted.failed,
+        "left": counted.left,
+        "failed_nodes": counted.failed_nodes,
+        "nodes": nodes,
+        "stopped_by": run.stop_requested_by,
+    }
 
 
 def approve(

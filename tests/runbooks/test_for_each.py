@@ -19,7 +19,7 @@ import pytest
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.errors import ApprovalRefused, ProposalSuperseded, TransitionRefused
-from bot.runbooks import engine, foreach, service
+from bot.runbooks import claims, engine, foreach, service
 from bot.sim import SimHandle, running, seed
 from bot.sim.cluster import RequestHold
 from bot.worker import Worker
@@ -341,3 +341,65 @@ def test_stopping_the_rest_lets_the_running_finish_and_starts_none(
     ended = next(e for e in rig.log(number) if e.type == "step.cancelled")
     assert ended.data["left_nodes"] == NODES[2:6]
     assert "runbook.stopped" in rig.types(number)
+
+
+def test_the_steps_timeout_holds_for_the_whole_run_and_no_node_starts_after_it(
+    rig: Rig, sim: SimHandle, holds: list[RequestHold]
+) -> None:
+    rig.write(runbook(timeout="30s"))
+    first = _hold(sim, holds, NODES[0])
+    number = _open(rig, NODES[:3])
+    rig.approve(number, "cordon", "alice", count=3)
+    worker = _worker(rig, sim)
+
+    assert worker.run_once() is True
+    assert first.arrived.wait(WAIT)
+    rig.clock.advance(timedelta(seconds=31))
+    worker.run_once()  # past the timeout: recorded, and the run cancelled
+    first.release()
+    assert worker.settle(WAIT) is False  # nothing in hand: the result was recorded already
+
+    run = rig.runs(number)["cordon"]
+    assert run.state == "timed_out" and run.result is not None
+    assert run.result["nodes"][NODES[0]]["state"] == "running"  # where it was at the timeout
+    eventually(lambda: "action.failed" in rig.types(number), timeout=WAIT, what="the cancel")
+    assert _cordoned(sim) == set()
+    started = [r.path for r in sim.cluster.requests_made(method="GET") if r.path.endswith(NODES[1])]
+    assert started == []  # the second node never started
+
+
+def test_later_steps_see_the_result_per_node_and_the_counts(rig: Rig, sim: SimHandle) -> None:
+    rig.write(
+        runbook(stop_on="never", on_failure="continue")
+        + """\
+      - id: again
+        title: Uncordon what was cordoned
+        action: k8s.uncordon
+        for_each: nodes
+        when: steps.cordon.result.failed == 1 and steps.cordon.result.succeeded == 2
+        with: {node: "{{ node }}"}
+"""
+    )
+    nodes = [NODES[0], "gpu-node-01-gone", NODES[1]]
+    number = _open(rig, nodes)
+    rig.approve(number, "cordon", "alice", count=3)
+    worker = _worker(rig, sim)
+    assert worker.run_once() is True and worker.settle(WAIT) is True
+
+    runs = rig.runs(number)
+    assert runs["cordon"].state == "failed" and runs["cordon"].result is not None
+    assert runs["cordon"].result["nodes"]["gpu-node-01-gone"]["state"] == "failed"
+    assert runs["again"].state == "awaiting_approval"  # its `when` read the counts
+    assert runs["again"].params["nodes"] == nodes
+
+
+def test_a_claimed_run_carries_its_plan_and_the_count_its_approval_named(rig: Rig) -> None:
+    rig.write(runbook(max_parallel=3, batch=2, pause="1m", stop_on="never"))
+    number = _open(rig, NODES[:4])
+    rig.approve(number, "cordon", "alice", count=4)
+
+    taken = claims.claim(rig.db, owner="w1", settings=rig.settings, clock=rig.clock)
+
+    assert taken is not None and taken.incident == number
+    assert taken.plan == foreach.Plan(max_parallel=3, batch=2, pause=60.0, stop_on="never", count=4)
+    assert taken.params["nodes"] == NODES[:4]

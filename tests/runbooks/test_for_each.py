@@ -19,10 +19,11 @@ import pytest
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.errors import ApprovalRefused, ProposalSuperseded, TransitionRefused
-from bot.runbooks import claims, engine, foreach, service
+from bot.runbooks import claims, engine, foreach, service, validate
 from bot.sim import SimHandle, running, seed
 from bot.sim.cluster import RequestHold
 from bot.worker import Worker
+from tests.runbooks.conftest import Write
 from tests.runbooks.rig import Rig
 from tests.sim.waiting import TIME_SCALE, eventually
 from tests.support.payloads import alert, notification
@@ -403,3 +404,22 @@ def test_a_claimed_run_carries_its_plan_and_the_count_its_approval_named(rig: Ri
     assert taken is not None and taken.incident == number
     assert taken.plan == foreach.Plan(max_parallel=3, batch=2, pause=60.0, stop_on="never", count=4)
     assert taken.params["nodes"] == NODES[:4]
+
+
+def test_validate_lets_a_for_each_steps_with_see_node_and_nothing_else(write: Write) -> None:
+    path = write(
+        runbook()
+        + """\
+      - id: look
+        title: t
+        action: k8s.node_status
+        when: node == "x"
+        with: {node: "{{ node }}"}
+"""
+    )
+    problems = [str(problem).split(" ", 1)[1] for problem in validate.validate_paths([path])]
+    seen = "(templates here see annotations, facts, incident, labels, steps)"
+    assert problems == [  # the for_each step's `node` is fine; the next step's is not
+        f"steps[1].when: unknown name 'node' {seen}",
+        f"steps[1].with.node: unknown name 'node' {seen}",
+    ]

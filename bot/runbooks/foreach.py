@@ -73,7 +73,7 @@ def params(step: Step, context: Mapping[str, Any], action: registry.Action) -> d
 
 
 def is_for_each(given: Mapping[str, Any] | None) -> bool:
-    return bool(given) and given.get("for_each") == FOR_EACH  # type: ignore[union-attr]
+    return given is not None and given.get("for_each") == FOR_EACH
 
 
 def nodes_of(given: Mapping[str, Any]) -> list[str]:

@@ -94,21 +94,18 @@ class NodeRuns:
 
     def _run_batch(self, batch: list[int]) -> None:
         """Start the batch's nodes, at most `max_parallel` alive, and wait for its last."""
-        queue = list(batch)
+        for index in batch:
+            self._wait_until(lambda: self._alive < self.plan.max_parallel)
+            if self._halted():
+                break
+            with self._lock:
+                self._start(index)
+        self._wait_until(lambda: self._alive == 0)
+
+    def _wait_until(self, ready: Callable[[], bool]) -> None:
+        """Wait (real time) until `ready` holds; a node ending wakes the wait."""
         with self._lock:
-            while True:
-                while queue and self._alive < self.plan.max_parallel:
-                    self._lock.release()
-                    try:
-                        go = not self._halted()
-                    finally:
-                        self._lock.acquire()
-                    if not go:
-                        queue.clear()
-                        break
-                    self._start(queue.pop(0))
-                if not self._alive and not queue:
-                    return
+            while not ready():
                 self._lock.wait(WAKE)
 
     def _start(self, index: int) -> None:
@@ -143,7 +140,7 @@ class NodeRuns:
 
     def _halted(self) -> bool:
         """Whether no new node may start; asks the database whether the rest was stopped
-        (call without the lock)."""
+        (called without the lock: the database may be slow)."""
         if self._cancelled.is_set():
             return True
         if self._stopper is None:

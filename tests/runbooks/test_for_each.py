@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from bot.actions import registry
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.errors import ApprovalRefused, ProposalSuperseded, TransitionRefused
 from bot.runbooks import claims, engine, foreach, service, validate
+from bot.runbooks.schema import Step
 from bot.sim import SimHandle, running, seed
 from bot.sim.cluster import RequestHold
 from bot.worker import Worker
@@ -423,3 +425,50 @@ def test_validate_lets_a_for_each_steps_with_see_node_and_nothing_else(write: Wr
         f"steps[1].when: unknown name 'node' {seen}",
         f"steps[1].with.node: unknown name 'node' {seen}",
     ]
+
+
+def test_a_domain_incidents_set_is_named_with_its_domain() -> None:
+    step = Step.model_validate(
+        {
+            "id": "cordon",
+            "title": "t",
+            "action": "k8s.cordon",
+            "for_each": "nodes",
+            "with": {"node": "{{ node }}", "reason": "{{ incident.domain.name }} is hot"},
+        }
+    )
+    nodes = [f"a-{n:02d}" for n in range(1, 33)]
+    domain = {"level": "row", "value": "a", "name": "row/a", "size": 32}
+    context = {"incident": {"ref": "INC-9", "nodes": nodes, "domain": domain}, "steps": {}}
+
+    given = foreach.params(step, context, registry.get("k8s.cordon"))
+
+    assert given["domain"] == "row/a" and given["with"][31] == {
+        "node": "a-32",
+        "reason": "row/a is hot",
+    }
+    assert engine.brief(given, "k8s.cordon") == "on 32 nodes of row/a (a-01 ... a-32)"
+    assert foreach.needs_count(given, "k8s.cordon")
+    assert not foreach.needs_count({**given, "nodes": nodes[:1]}, "k8s.cordon")
+    assert not foreach.needs_count(given, "k8s.node_status")  # a read names no count
+
+
+def test_a_disruptive_step_over_many_nodes_needs_two_people_each_naming_the_count(
+    rig: Rig,
+) -> None:
+    rig.write(
+        runbook()
+        .replace("k8s.cordon", "k8s.drain_unsafe")
+        .replace(', reason: "row {{ incident.ref }}"', "")
+    )
+    number = _open(rig, NODES[:3])
+    assert rig.runs(number)["cordon"].approvals_required == 2
+
+    assert rig.approve(number, "cordon", "alice", count=3).state == "awaiting_approval"
+    with pytest.raises(ApprovalRefused, match=r"names the count; send --count 3"):
+        rig.approve(number, "cordon", "bob")
+    with pytest.raises(ApprovalRefused, match=r"you already approved step cordon"):
+        rig.approve(number, "cordon", "alice", count=3)
+    run = rig.approve(number, "cordon", "bob", count=3)
+    assert run.state == "approved" and run.approved_count == 3
+    assert rig.approvals(number, "cordon") == ["alice", "bob"]

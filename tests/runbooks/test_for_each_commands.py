@@ -19,7 +19,7 @@ from bot.sim import SimHandle, running, seed
 from bot.sim.cluster import RequestHold
 from bot.worker import Worker
 from tests.runbooks.rig import ROLES, Rig
-from tests.sim.waiting import TIME_SCALE
+from tests.sim.waiting import TIME_SCALE, eventually
 from tests.support import people
 from tests.support.payloads import alert, notification
 
@@ -92,7 +92,11 @@ def test_the_api_approves_a_step_over_many_nodes_only_with_its_count(
 
 
 def test_the_api_stops_the_rest_of_a_running_step_as_the_tokens_owner(
-    rig: Rig, serve: Callable[..., httpx.Client], sim: SimHandle
+    rig: Rig,
+    serve: Callable[..., httpx.Client],
+    sim: SimHandle,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     number = _open(rig)
     client = serve(roles=ROLES, **OPEN)
@@ -108,6 +112,15 @@ def test_the_api_stops_the_rest_of_a_running_step_as_the_tokens_owner(
     try:
         assert worker.run_once() is True
         assert all(hold.arrived.wait(WAIT) for hold in holds)
+        monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", rig.db.url)
+        eventually(
+            lambda: (
+                cli.main(["steps", f"INC-{number}"]) == 0
+                and "4 nodes: done 0 · running 2 · failed 0 · left 2" in capsys.readouterr().out
+            ),
+            timeout=WAIT,
+            what="`runbook-bot steps` to count two nodes running",
+        )
         stopped = client.post(url, json={"note": "enough"}, headers=bob)
         assert stopped.status_code == 200, stopped.text
     finally:

@@ -42,6 +42,7 @@ __all__ = [
     "set_of",
     "shown",
     "tally",
+    "timed_out",
 ]
 
 FOR_EACH = "nodes"
@@ -210,3 +211,17 @@ def plan_of(step: Step, approved_count: int | None) -> Plan | None:
         return None
     pause = step.pause.total_seconds() if step.pause is not None else 0.0
     return Plan(step.max_parallel, step.batch, pause, step.stop_on, approved_count)
+
+
+def timed_out(progress: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The result of a run whose step timed out: its nodes where they were, counted as a
+    finished run's are (`running` ones were cancelled at their next call)."""
+    counted = tally(progress, given)
+    return {
+        "nodes": dict(progress.get("nodes") or {}),
+        "succeeded": counted.succeeded,
+        "failed": counted.failed,
+        "running": counted.running,
+        "left": counted.left,
+        "stopped": False,
+    }

@@ -354,7 +354,7 @@ class Running:
             run.summary = f"no result within the step's timeout ({limit}); the action is "
             run.summary += "cancelled at its next call and its log entries will follow"
             if self._last_progress is not None:  # a for_each run: where its nodes were
-                run.result = dict(self._last_progress)
+                run.result = foreach.timed_out(self._last_progress, claim.params)
         else:
             target = S.SUCCEEDED if result.ok else S.FAILED
             run.result = result.model_dump(mode="json")

@@ -365,6 +365,7 @@ def test_the_steps_timeout_holds_for_the_whole_run_and_no_node_starts_after_it(
     run = rig.runs(number)["cordon"]
     assert run.state == "timed_out" and run.result is not None
     assert run.result["nodes"][NODES[0]]["state"] == "running"  # where it was at the timeout
+    assert (run.result["running"], run.result["left"], run.result["succeeded"]) == (1, 2, 0)
     eventually(lambda: "action.failed" in rig.types(number), timeout=WAIT, what="the cancel")
     assert _cordoned(sim) == set()
     started = [r.path for r in sim.cluster.requests_made(method="GET") if r.path.endswith(NODES[1])]

@@ -13,6 +13,7 @@ the run runs; the result (`EachResult`) lists each node's outcome and the counts
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +21,14 @@ from typing import Any
 from bot.actions import Outcome
 from bot.actions.types import Result
 from bot.clock import Clock
+from bot.db import Database
+from bot.errors import BotError
 from bot.runbooks import foreach
 from bot.runbooks.foreach import Plan
+from bot.runbooks.models import StepRun
+from bot.runbooks.steps import StepState
 
-__all__ = ["PAUSE_CHECK", "EachResult", "NodeRuns"]
+__all__ = ["PAUSE_CHECK", "EachResult", "NodeRuns", "Stored"]
 
 PAUSE_CHECK = 5.0
 """Seconds of a pause between two looks at whether the rest was stopped."""
@@ -34,6 +39,39 @@ Act = Callable[[str, dict[str, Any], Callable[[str], None]], Outcome]
 """(node, its parameters, its progress callback) -> the node's outcome; never raises."""
 Store = Callable[[dict[str, Any]], None]
 StoppedBy = Callable[[], str | None]
+logger = logging.getLogger(__name__)
+S = StepState
+
+
+class Stored:
+    """A running `for_each` run's row, as its nodes go: their states stored where the
+    card and the API read them (only while the run is still `owner`'s), and who stopped
+    the rest, if anyone yet. The database being away is news, never a failure: the next
+    node's start or end tries again."""
+
+    def __init__(self, db: Database, run_id: int, owner: str) -> None:
+        self.db, self.run_id, self.owner = db, run_id, owner
+        self.last: dict[str, Any] | None = None
+        """The nodes as last reported (stored or not)."""
+
+    def stopped_by(self) -> str | None:
+        try:
+            with self.db.session() as session:
+                run = session.get(StepRun, self.run_id)
+                return None if run is None else run.stop_requested_by
+        except BotError as exc:
+            logger.warning("step run %s: whether it was stopped not read: %s", self.run_id, exc)
+            return None
+
+    def store(self, progress: dict[str, Any]) -> None:
+        self.last = progress
+        try:
+            with self.db.transaction() as session:
+                run = session.get(StepRun, self.run_id, with_for_update=True)
+                if run is not None and run.state == S.RUNNING and run.lease_owner == self.owner:
+                    run.progress = progress
+        except BotError as exc:
+            logger.warning("step run %s: progress not stored: %s", self.run_id, exc)
 
 
 class EachResult(Result):

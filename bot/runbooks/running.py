@@ -46,7 +46,7 @@ from bot.incidents import service as incidents
 from bot.incidents.models import Incident
 from bot.runbooks import engine, foreach
 from bot.runbooks.claims import Claim, move, note
-from bot.runbooks.foreach_running import EachResult, NodeRuns
+from bot.runbooks.foreach_running import EachResult, NodeRuns, Stored
 from bot.runbooks.models import StepRun
 from bot.runbooks.steps import StepState
 
@@ -95,8 +95,8 @@ class Running:
         self._kept: list[Entry] | None = None
         """Log entries the database could not take, in order: written with the result."""
         self._kept_lock = threading.Lock()
-        self._last_progress: dict[str, Any] | None = None
-        """A `for_each` run's nodes as last stored: its result if the step times out."""
+        self._stored: Stored | None = None
+        """A `for_each` run's nodes as stored while it runs: its result if it times out."""
         self._thread = threading.Thread(target=self._act, name=f"step-{claim.run_id}", daemon=True)
 
     def start(self) -> None:
@@ -176,6 +176,7 @@ class Running:
                     action.name, given, Result(ok=False, summary=f"internal error (id {error_id})")
                 )
 
+        stored = self._stored = Stored(self.db, self.claim.run_id, self.owner)
         runs = NodeRuns(
             self.claim.action,
             params,
@@ -183,32 +184,10 @@ class Running:
             act=act,
             clock=self.clock,
             cancelled=self.cancelled,
-            stopped_by=self._stopped_by,
-            store=self._store_progress,
+            stopped_by=stored.stopped_by,
+            store=stored.store,
         )
         return runs.run()
-
-    def _stopped_by(self) -> str | None:
-        """Who stopped the rest of this run (`approvals.stop`), if anyone yet."""
-        try:
-            with self.db.session() as session:
-                run = session.get(StepRun, self.claim.run_id)
-                return None if run is None else run.stop_requested_by
-        except StorageUnavailable as exc:  # asked again before the next node starts
-            logger.warning("step run %s: stop not read: %s", self.claim.run_id, exc)
-            return None
-
-    def _store_progress(self, progress: dict[str, Any]) -> None:
-        """A `for_each` run's nodes so far, where the card and the API read them; news,
-        never a reason to fail the run."""
-        self._last_progress = progress
-        try:
-            with self.db.transaction() as session:
-                run = session.get(StepRun, self.claim.run_id, with_for_update=True)
-                if run is not None and run.state == S.RUNNING and run.lease_owner == self.owner:
-                    run.progress = progress
-        except BotError as exc:
-            logger.warning("step run %s: progress not stored: %s", self.claim.run_id, exc)
 
     def renew(self) -> None:
         """Extend the lease. The database being away stops neither the action nor the wait
@@ -353,8 +332,8 @@ class Running:
             limit = format_duration(claim.timeout) if claim.timeout else "?"
             run.summary = f"no result within the step's timeout ({limit}); the action is "
             run.summary += "cancelled at its next call and its log entries will follow"
-            if self._last_progress is not None:  # a for_each run: where its nodes were
-                run.result = foreach.timed_out(self._last_progress, claim.params)
+            if self._stored is not None and self._stored.last is not None:  # for_each
+                run.result = foreach.timed_out(self._stored.last, claim.params)
         else:
             target = S.SUCCEEDED if result.ok else S.FAILED
             run.result = result.model_dump(mode="json")

@@ -14,7 +14,8 @@
     ├── TransitionRefused         the lifecycle does not allow that change now
     ├── StepNotFound              the incident has no runbook, or no such step
     ├── ApprovalRefused           this approval does not count (no role, twice, params changed)
-    │   └── ApprovalExpired       the step waited longer than approval_ttl
+    │   ├── ApprovalExpired       the step waited longer than approval_ttl
+    │   └── ProposalSuperseded    a step over many nodes: the incident's node list changed
     ├── LogTampered               the incident log does not verify
     ├── RunbookInvalid            runbook files have problems (bot.runbooks.loader; each
     │                             with file:line:column)
@@ -108,6 +109,11 @@ class ApprovalRefused(BotError):
 
 class ApprovalExpired(ApprovalRefused):
     """The step waited longer than `approval_ttl` for its approvals; it must be re-proposed."""
+
+
+class ProposalSuperseded(ApprovalRefused):
+    """A step over many nodes was proposed for a node list that is no longer the
+    incident's; it is proposed again over the new list and approvals start again."""
 
 
 class LogTampered(BotError):

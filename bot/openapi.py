@@ -184,6 +184,14 @@ OPERATIONS: tuple[Operation, ...] = (
         note="`note` is required.",
     ),
     _decision("cancel", "Cancel a step", requests.NoteRequest, models.Decided),
+    _decision(
+        "stop",
+        "Stop the rest of a running step over many nodes",
+        requests.NoteRequest,
+        models.Decided,
+        note="The nodes running finish and no new node starts; the run ends cancelled with "
+        "the nodes left listed. 409 when the step is not a running `for_each` step.",
+    ),
     Operation(
         "get", "/healthz", "Liveness: the process answers", {200: Reply("Alive.", models.Alive)}
     ),

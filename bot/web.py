@@ -196,8 +196,15 @@ def build_app(
     async def approve_step(request: Request) -> Response:
         who = await decider(request)
         number = service.parse_ref(request.path_params["number"])
-        params_hash = _decision(await _decision_bytes(request), who)
-        run = await on_step(request, runbooks.approve, number, who, params_hash=params_hash)
+        body = _parse(await _decision_bytes(request), api_requests.ApproveRequest, who)
+        run = await on_step(
+            request,
+            runbooks.approve,
+            number,
+            who,
+            params_hash=body.params_hash,
+            count=body.count,
+        )
         return _answer(
             models.Approved(
                 **_step_fields(number, run),
@@ -327,6 +334,11 @@ def build_app(
             decide(runbooks.cancel),
             methods=["POST"],
         ),
+        Route(
+            "/api/incidents/{number}/steps/{step}/stop",
+            decide(runbooks.stop),
+            methods=["POST"],
+        ),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_page, methods=["GET"]),
@@ -385,11 +397,6 @@ async def _decision_bytes(request: Request) -> bytes:
     """A decision's body, at most MAX_DECISION_BYTES (413 past it, before reading on)."""
     hint = 'a decision is a small JSON object: {"note": "..."}'
     return await inputs.read_body(request.headers, request.stream(), MAX_DECISION_BYTES, hint=hint)
-
-
-def _decision(body: bytes, who: people.Decider) -> str | None:
-    """params_hash from `{"params_hash": "..."}` (optional)."""
-    return _parse(body, api_requests.ApproveRequest, who).params_hash
 
 
 def _note(body: bytes, who: people.Decider, *, required: bool) -> str | None:

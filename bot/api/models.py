@@ -122,6 +122,21 @@ class IncidentDetail(Incident):
     log: list[LogEntry]
 
 
+class StepProgress(Answer):
+    """A step over many nodes: the set ("32 nodes of row/a") and its nodes by state."""
+
+    set: str
+    total: int
+    succeeded: int
+    running: int
+    failed: int
+    left: int
+    failed_nodes: list[str]
+    nodes: dict[str, dict[str, Any]]
+    """Each node's `state` (left, running, succeeded, failed) and `summary`."""
+    stopped_by: str | None
+
+
 class StepRow(Answer):
     """One step of the incident's runbook and where it stands (`not_reached`: never
     proposed yet)."""
@@ -142,6 +157,8 @@ class StepRow(Answer):
     actor: str | None
     summary: str
     run_id: int | None
+    progress: StepProgress | None = None
+    """A step over many nodes (`for_each`): its set and its nodes counted."""
 
 
 class Steps(Answer):

@@ -20,6 +20,8 @@ from bot.errors import PayloadInvalid
 MAX_BODY_BYTES = 4096
 """A decision body's cap: refused with 413 before more of it is read."""
 MAX_PARAMS_HASH = 128
+MAX_COUNT = 10000
+"""The most nodes a `for_each` step runs on (a runbook's `batch` bound)."""
 MAX_NOTE = 300
 """Characters: the longest note, JSON-escaped at its worst (12 bytes a character, a
 surrogate pair), still fits in MAX_BODY_BYTES, so a valid body never meets the 413."""
@@ -43,8 +45,15 @@ class ApproveRequest(Decision):
         max_length=MAX_PARAMS_HASH,
         description="the hash of the parameters you reviewed (the card shows it)",
     )
+    count: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_COUNT,
+        description="a step over many nodes (`for_each`) whose action changes them: how "
+        "many nodes you approve it on, as the card says (required when it is more than one)",
+    )
 
-    EXAMPLE: ClassVar[str] = '{"params_hash": "..."}'
+    EXAMPLE: ClassVar[str] = '{"params_hash": "...", "count": 32}'
 
 
 class NoteRequest(Decision):
@@ -96,6 +105,8 @@ def _message(problem: ErrorDetails, model: type[Decision]) -> str:
         return f'"{name}" is empty: leave it out, or send {model.EXAMPLE}'
     if kind == "string_type":
         return f'"{name}" must be a string: send {model.EXAMPLE}'
+    if kind == "int_type":
+        return f'"{name}" must be a whole number: send {model.EXAMPLE}'
     return f'"{name}": {problem["msg"]}; send {model.EXAMPLE}'
 
 

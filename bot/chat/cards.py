@@ -13,11 +13,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.actions import registry
-from bot.chat.views import CardView, EscalationView, LogLine, StepView
+from bot.chat.views import CardView, EachView, EscalationView, LogLine, StepView
 from bot.errors import BotError
 from bot.escalation import ladder
 from bot.incidents import service as incidents
 from bot.incidents.models import Alert, LogEntry
+from bot.runbooks import foreach
 from bot.runbooks import service as runbooks
 from bot.runbooks.models import IncidentRunbook
 from bot.runbooks.service import StepRow
@@ -125,6 +126,25 @@ def _step(row: StepRow) -> StepView:
         expires_at=datetime.fromisoformat(row.expires_at) if row.expires_at else None,
         summary=row.summary,
         targets=targets_of(row.params),
+        each=_each(row),
+    )
+
+
+def _each(row: StepRow) -> EachView | None:
+    progress = row.progress
+    if progress is None:
+        return None
+    return EachView(
+        set=progress["set"],
+        total=progress["total"],
+        succeeded=progress["succeeded"],
+        running=progress["running"],
+        failed=progress["failed"],
+        left=progress["left"],
+        failed_nodes=tuple(progress["failed_nodes"]),
+        nodes=tuple(progress["nodes"]),
+        count=progress["total"] if foreach.needs_count(row.params, row.action) else None,
+        stopped_by=progress["stopped_by"],
     )
 
 
@@ -138,7 +158,10 @@ def risk_of(action: str | None) -> str | None:
 
 
 def targets_of(params: dict[str, object]) -> tuple[str, ...]:
-    """`node=gpu-node-02, gpu=5` -> ("gpu-node-02", "GPU 5"): what a confirm names."""
+    """`node=gpu-node-02, gpu=5` -> ("gpu-node-02", "GPU 5"): what a confirm names. A
+    step over many nodes names its set: ("32 nodes of row/a (a-01 ... a-32)",)."""
+    if foreach.is_for_each(params):
+        return (foreach.shown(params).removeprefix("on "),)
     found = []
     for key in TARGET_KEYS:
         value = params.get(key)

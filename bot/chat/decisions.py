@@ -28,12 +28,13 @@ from bot.incidents import service as incidents
 from bot.people import Decider
 from bot.postmortem import followups
 from bot.postmortem.models import Followup
+from bot.runbooks import foreach
 from bot.runbooks import service as runbooks
 from bot.runbooks.models import StepRun
 
 logger = logging.getLogger(__name__)
 
-StepDecision = Literal["approve", "skip", "done"]
+StepDecision = Literal["approve", "skip", "done", "stop"]
 T = TypeVar("T")
 
 
@@ -93,14 +94,24 @@ class Decisions:
             logger.warning("could not log a refused click: %s", exc)
 
     def step(
-        self, who: Clicker, run: StepRun, decision: StepDecision, note: str | None = None
+        self,
+        who: Clicker,
+        run: StepRun,
+        decision: StepDecision,
+        note: str | None = None,
+        count: int | None = None,
     ) -> StepRun:
-        """Approve, skip or mark done (`note` required) the step `run` is an attempt of.
-        The caller checked `allowed`."""
+        """Approve, skip, mark done (`note` required) or stop the rest of the step `run` is
+        an attempt of. The caller checked `allowed`. Approving a change to many nodes names
+        `count`; a surface whose button can carry only the run (Slack) names the count of
+        the run it showed, which its hash binds to."""
+        if count is None and foreach.needs_count(run.params, run.action):
+            count = len(foreach.nodes_of(run.params))
         calls: dict[str, Callable[..., StepRun]] = {
-            "approve": partial(runbooks.approve, params_hash=run.params_hash),
+            "approve": partial(runbooks.approve, params_hash=run.params_hash, count=count),
             "skip": partial(runbooks.skip, note=note),
             "done": partial(runbooks.complete, note=note or ""),
+            "stop": partial(runbooks.stop, note=note),
         }
         if decision == "done" and not (note or "").strip():
             raise BotError("say what was done in the note, e.g. 'replaced the cable'")

@@ -13,6 +13,33 @@ from datetime import datetime
 
 
 @dataclass(frozen=True)
+class EachView:
+    """A step over many nodes (`for_each`): its set and its nodes counted."""
+
+    set: str
+    """`32 nodes of row/a`."""
+    total: int
+    succeeded: int = 0
+    running: int = 0
+    failed: int = 0
+    left: int = 0
+    failed_nodes: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    """Every node of the set, in order: shown on demand, never in a header."""
+    count: int | None = None
+    """The count an approval names ("Cordon 32 nodes of row/a"); None when it needs none."""
+    stopped_by: str | None = None
+
+    @property
+    def counted(self) -> str:
+        """`done 12 · running 4 · failed 1 · left 15`."""
+        return (
+            f"done {self.succeeded} · running {self.running} · failed {self.failed} · "
+            f"left {self.left}"
+        )
+
+
+@dataclass(frozen=True)
 class StepView:
     """One step of the incident's runbook, as the card shows it."""
 
@@ -41,11 +68,27 @@ class StepView:
     targets: tuple[str, ...] = ()
     """What a disruptive step acts on (node names, `gpu-node-02 GPU 5`), for the confirm
     dialog: a person confirms the exact targets, not a step id."""
+    each: EachView | None = None
+    """A step over many nodes: its set and progress; None for a step of one action."""
 
     @property
     def awaiting(self) -> bool:
         """Waiting for a person's decision: the card shows its buttons."""
         return self.state == "awaiting_approval"
+
+    @property
+    def stoppable(self) -> bool:
+        """A step over many nodes running with nobody having stopped it: the card shows
+        its Stop the rest button."""
+        return self.state == "running" and self.each is not None and self.each.stopped_by is None
+
+    @property
+    def approve_label(self) -> str:
+        """`Approve`, or for a change to many nodes what it does: `Cordon 32 nodes of row/a`."""
+        if self.each is None or self.each.count is None:
+            return "Approve"
+        verb = (self.action or self.step).rsplit(".", 1)[-1].replace("_", " ")
+        return f"{verb[:1].upper()}{verb[1:]} {self.each.set}"
 
 
 @dataclass(frozen=True)

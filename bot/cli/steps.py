@@ -1,5 +1,6 @@
 """Commands on an incident's runbook steps, until chat buttons land: steps, approve, skip,
-done, cancel; and `worker`, which runs approved steps in its own process."""
+done, cancel, stop (the rest of a step over many nodes); and `worker`, which runs approved
+steps in its own process."""
 
 from __future__ import annotations
 
@@ -41,6 +42,13 @@ def add_commands(commands: Any) -> None:
         "ones you reviewed (`runbook-bot steps INC-N -o json` shows params_hash).",
     )
     approve.add_argument("--hash", metavar="H", help="the params_hash you reviewed")
+    approve.add_argument(
+        "--count",
+        type=int,
+        metavar="N",
+        help="a step over many nodes that changes them: how many nodes you approve it on "
+        "(required when more than one; `runbook-bot steps INC-N` shows the set)",
+    )
     _add_decision(
         commands,
         "skip",
@@ -63,6 +71,15 @@ def add_commands(commands: Any) -> None:
         help="cancel a step that has not started, stopping the runbook",
         description="Cancel a step that is proposed, waiting for approval or approved but "
         "not yet running. The runbook stops there; a running action cannot be called back.",
+    ).add_argument("--note", help="why")
+    _add_decision(
+        commands,
+        "stop",
+        stop_step,
+        help="stop the rest of a running step over many nodes",
+        description="Stop a running `for_each` step: the nodes running finish, no new node "
+        "starts, and the step ends cancelled with the nodes left listed; the runbook stops "
+        "there.",
     ).add_argument("--note", help="why")
 
     worker = commands.add_parser(
@@ -105,12 +122,14 @@ def show_steps(args: argparse.Namespace, settings: Settings) -> int:
         approvals = f"{row.approvals}/{row.approvals_required}" if row.kind == "action" else "-"
         state = row.state.replace("_", " ") + (f" (#{row.attempt})" if row.attempt > 1 else "")
         summary = row.summary if row.state != "not_reached" else row.title
+        if row.progress is not None and row.state == "running":
+            summary = _counted(row.progress)
         table.append([row.step, state, row.action or "manual", approvals, summary])
     return common.say(f"INC-{number} follows {runbook}\n" + common.table(table))
 
 
 def approve_step(args: argparse.Namespace, settings: Settings) -> int:
-    run = _decide(args, settings, service.approve, params_hash=args.hash)
+    run = _decide(args, settings, service.approve, params_hash=args.hash, count=args.count)
     if run.state == "approved":
         return common.say(f"step {run.step_id} approved; the worker runs it as {run.actor}")
     return common.say(f"your approval of step {run.step_id} is recorded; it needs more")
@@ -129,6 +148,13 @@ def done_step(args: argparse.Namespace, settings: Settings) -> int:
 def cancel_step(args: argparse.Namespace, settings: Settings) -> int:
     run = _decide(args, settings, service.cancel, note=args.note)
     return common.say(f"step {run.step_id} cancelled; the runbook stops there")
+
+
+def stop_step(args: argparse.Namespace, settings: Settings) -> int:
+    run = _decide(args, settings, service.stop, note=args.note)
+    return common.say(
+        f"the rest of step {run.step_id} is stopped: the nodes running finish, none starts"
+    )
 
 
 def _decide(
@@ -156,3 +182,13 @@ def run_worker(_: argparse.Namespace, settings: Settings) -> int:
     except KeyboardInterrupt:
         stop.set()
     return 0
+
+
+def _counted(progress: dict[str, Any]) -> str:
+    """ "32 nodes of row/a: done 12 · running 4 · failed 1 · left 15 (failed: a-07)"."""
+    counts = " · ".join(
+        f"{word} {progress[key]}"
+        for word, key in (("done", "succeeded"), ("running", "running"), ("failed", "failed"))
+    )
+    failed = f" (failed: {', '.join(progress['failed_nodes'][:5])})" if progress["failed"] else ""
+    return f"{progress['set']}: {counts} · left {progress['left']}{failed}"

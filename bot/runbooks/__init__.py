@@ -8,7 +8,9 @@ matches an opening incident's alert; `engine.attach` freezes the match onto the 
 (`expecting`); people decide through `approvals` (approve, skip, done), callers with a
 database through `service`. `bot.worker` claims what was approved (`claims`: claiming,
 reaping lost leases, expiring unapproved runs) and runs it (`running`: one claimed run's
-action on its own thread, its lease, its timeout and its recorded result).
+action on its own thread, its lease, its timeout and its recorded result). A step over
+many nodes (`for_each`) is proposed, approved by its count and counted by `foreach`, and
+run node by node by `foreach_running`.
 """
 
 __all__: list[str] = []

@@ -26,13 +26,20 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.config import Settings
-from bot.errors import ApprovalExpired, ApprovalRefused, StepNotFound, TransitionRefused
+from bot.errors import (
+    ApprovalExpired,
+    ApprovalRefused,
+    ProposalSuperseded,
+    StepNotFound,
+    TransitionRefused,
+)
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
 from bot.people import ROLE_ORDER, Decider
-from bot.runbooks import engine
+from bot.runbooks import engine, foreach
 from bot.runbooks.models import StepApproval, StepRun
+from bot.runbooks.nodes import incident_nodes
 from bot.runbooks.steps import StepState, check
 
 S = StepState
@@ -96,8 +103,12 @@ def approve(
     now: datetime,
     settings: Settings,
     params_hash: str | None = None,
+    count: int | None = None,
 ) -> StepRun:
-    """Record `who`'s approval; the run is approved when enough different people have."""
+    """Record `who`'s approval; the run is approved when enough different people have.
+    A run over many nodes (`foreach`) binds to its node list: approving a change to more
+    than one node names `count`, and a list the incident no longer has is refused with
+    `ProposalSuperseded` (the caller proposes it again: `service.approve`)."""
     person, role = who.id, role_of(who)
     run = current_run(session, number, step_id, lock=True)
     if run.state != S.AWAITING_APPROVAL:
@@ -118,6 +129,17 @@ def approve(
             f"{run.action} {engine.brief(run.params, run.action)} (hash {run.params_hash[:12]}); "
             "review it and approve again"
         )
+    refused = foreach.count_refusal(run.params, run.action, step_id, count)
+    if refused is not None:
+        raise ApprovalRefused(refused)
+    if foreach.is_for_each(run.params):
+        nodes = incident_nodes(session, number, settings.topology)
+        if foreach.changed(run.params, nodes):
+            raise ProposalSuperseded(
+                f"step {step_id} was proposed {foreach.shown(run.params)}, but the "
+                f"incident's alerts now name {len(nodes)} nodes; it is proposed again over "
+                "the new list: review it and approve the new proposal"
+            )
     given = approvals_of(session, run)
     mine = next((a for a in given if a.approver == person), None)
     if mine is not None:
@@ -141,6 +163,7 @@ def approve(
         params_hash=run.params_hash,
         approved_at=now,
         channel=who.channel,
+        count=count,
     )
     session.add(approval)
     given.append(approval)
@@ -161,6 +184,9 @@ def approve(
         return run
     run.decided_at = now
     run.actor = person
+    named = {a.count for a in given}
+    if foreach.is_for_each(run.params) and named == {len(foreach.nodes_of(run.params))}:
+        run.approved_count = count  # every approver named it: the actions get an Allowance
     engine.transition(
         session,
         incident,
@@ -176,6 +202,64 @@ def approve(
             "approvers": [a.approver for a in given],
             "channels": [a.channel for a in given],
             "params_hash": run.params_hash,
+            **({"count": run.approved_count} if run.approved_count is not None else {}),
+        },
+    )
+    return run
+
+
+def stop(
+    session: Session,
+    number: int,
+    step_id: str,
+    who: Decider,
+    now: datetime,
+    settings: Settings,
+    note: str | None = None,
+) -> StepRun:
+    """A person stops the rest of a running step over many nodes: the nodes running
+    finish, no new node starts, and the run ends cancelled with the nodes left listed
+    (the worker running it ends it: `bot.runbooks.foreach_running`)."""
+    person, role = who.id, role_of(who)
+    run = current_run(session, number, step_id, lock=True)
+    if not foreach.is_for_each(run.params):
+        raise ApprovalRefused(
+            f"step {step_id} runs one action, not one per node: there is no rest to stop; "
+            "cancel it before it starts, or wait for its result"
+        )
+    if run.state in (S.AWAITING_APPROVAL, S.APPROVED):
+        raise TransitionRefused(
+            f"step {step_id} is {run.state.replace('_', ' ')} and no node has started: "
+            "cancel it instead (runbook-bot cancel INC-N STEP --as you)"
+        )
+    if run.state != S.RUNNING:
+        raise TransitionRefused(_decided(session, run))
+    if run.stop_requested_by is not None:
+        assert run.stop_requested_at is not None
+        raise ApprovalRefused(
+            f"{run.stop_requested_by} already stopped the rest of step {step_id} at "
+            f"{run.stop_requested_at:%H:%M:%S} UTC; the nodes running finish, then it ends"
+        )
+    incident = incidents.get(session, number, lock=True)
+    run.stop_requested_by, run.stop_requested_at = person, now
+    counted = foreach.tally(run.progress, run.params)
+    why = f": {note}" if note else ""
+    log.append(
+        session,
+        incident,
+        at=now,
+        actor=log.Actor.deciding(who),
+        type="step.stop_requested",
+        summary=f"{person} ({role}) stopped the rest of step {step_id}{why}: the "
+        f"{counted.running} running finish, none of the {counted.left} left starts",
+        data={
+            "step": step_id,
+            "attempt": run.attempt,
+            "run": run.id,
+            "role": role,
+            "note": note,
+            "running": counted.running,
+            "left": counted.left,
         },
     )
     return run

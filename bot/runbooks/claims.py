@@ -26,7 +26,7 @@ from bot.db import Database
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
-from bot.runbooks import approvals, engine
+from bot.runbooks import approvals, engine, foreach
 from bot.runbooks.models import StepRun
 from bot.runbooks.steps import StepState
 
@@ -47,6 +47,8 @@ class Claim:
     params: dict[str, Any]
     actor: str
     timeout: timedelta | None
+    plan: foreach.Plan | None = None
+    """How a `for_each` run goes over its nodes; None for a run of one action."""
 
 
 def claim(db: Database, *, owner: str, settings: Settings, clock: Clock) -> Claim | None:
@@ -97,6 +99,7 @@ def _claim(
         dict(run.params),
         run.actor or engine.BOT.id,
         step.timeout,
+        foreach.plan_of(step, run.approved_count) if foreach.is_for_each(run.params) else None,
     )
 
 

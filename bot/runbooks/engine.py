@@ -40,7 +40,7 @@ from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.lifecycle import Status
 from bot.incidents.models import Incident, LogEntry
-from bot.runbooks import expecting, templates, versions
+from bot.runbooks import expecting, foreach, templates, versions
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.loader import LoadedRunbook
 from bot.runbooks.models import IncidentRunbook, StepRun
@@ -251,6 +251,11 @@ def advance(session: Session, number: int, now: datetime, settings: Settings) ->
         run = runs[-1] if runs else None
         if run is None:
             run = _propose(session, incident, step, context, now, settings, attempt=1)
+        elif run.state == S.AWAITING_APPROVAL and foreach.changed(
+            run.params, context["incident"]["nodes"]
+        ):
+            _supersede(session, incident, run, context["incident"]["nodes"], now)
+            run = _propose(session, incident, step, context, now, settings, run.attempt + 1)
         elif run.state in (S.INTERRUPTED, S.EXPIRED):
             again = run.state == S.INTERRUPTED
             run = _propose(session, incident, step, context, now, settings, run.attempt + 1, again)
@@ -332,6 +337,55 @@ def _unexpected(
     if _once(session, incident, run, now, "step.unexpected", summary):
         note = expecting.unexpected(step, run, reads, last=False)
         run.summary = f"{run.summary} — {note}"[:2000]
+
+
+def _supersede(
+    session: Session, incident: Incident, run: StepRun, nodes: list[str], now: datetime
+) -> None:
+    """A `for_each` proposal whose node list is no longer the incident's: its approvals
+    bound the old list, so it expires and the step is proposed again over the new one."""
+    before = foreach.nodes_of(run.params)
+    added = sorted(set(nodes) - set(before))
+    gone = sorted(set(before) - set(nodes))
+    change = ", ".join(
+        part
+        for part in (
+            f"+{len(added)} ({foreach.names(added)})" if added else "",
+            f"-{len(gone)} ({foreach.names(gone)})" if gone else "",
+        )
+        if part
+    )
+    why = f"the incident's nodes changed ({len(before)} -> {len(nodes)}: {change})"
+    run.finished_at = now
+    run.summary = f"superseded: {why}; approvals start again on the new list"
+    log.append(
+        session,
+        incident,
+        at=now,
+        actor=BOT,
+        type="step.superseded",
+        summary=f"step {run.step_id}: {why}; the proposal is made again over {len(nodes)} "
+        "nodes and its approvals start again",
+        data={
+            "step": run.step_id,
+            "attempt": run.attempt,
+            "run": run.id,
+            "before": before,
+            "nodes": list(nodes),
+            "added": added,
+            "removed": gone,
+        },
+    )
+    transition(
+        session,
+        incident,
+        run,
+        S.EXPIRED,
+        now=now,
+        actor=BOT,
+        summary=f"step {run.step_id} superseded: {why}",
+        data={"superseded": True},
+    )
 
 
 def _stopped(step: Step, run: StepRun) -> str:
@@ -448,10 +502,29 @@ def _propose(
     assert step.action is not None
     try:
         action = registry.get(step.action)
-        raw = templates.render_params(step.with_, context)
-        action.parse(raw)
+        if step.for_each is not None:
+            raw = foreach.params(step, context, action)
+        else:
+            raw = templates.render_params(step.with_, context)
+            action.parse(raw)
     except BotError as exc:  # TemplateError, ActionUnknown, ParamsInvalid
         return fail(str(exc))
+    if step.for_each is not None and not raw["nodes"]:
+        run.params, run.params_hash = raw, params_hash(raw)
+        why = "the incident's alerts name no node, so there is nothing to run it on"
+        run.summary = f"skipped: {why}"
+        run.finished_at = now
+        transition(
+            session,
+            incident,
+            run,
+            S.SKIPPED,
+            now=now,
+            actor=BOT,
+            summary=f"step {step.id} ({title}) skipped: {why}",
+            data={"for_each": step.for_each, "nodes": []},
+        )
+        return run
     run.params = raw
     run.params_hash = params_hash(raw)
     required = max(action.risk.approvals, APPROVALS[step.approval or "auto"])
@@ -478,7 +551,10 @@ def _propose(
     run.expires_at = now + settings.approval_ttl
     people = "one person" if required == 1 else f"{required} different people"
     again = "; the previous attempt was interrupted" if after_interruption else ""
-    run.summary = f"{shown}: needs {people} before {run.expires_at:%H:%M} UTC{again}"
+    if foreach.needs_count(raw, step.action):
+        people += f" naming the count ({len(raw['nodes'])})"
+    seen_as = f"{step.action} {shown}" if step.for_each is not None else shown
+    run.summary = f"{seen_as}: needs {people} before {run.expires_at:%H:%M} UTC{again}"
     transition(
         session,
         incident,
@@ -502,7 +578,10 @@ def _propose(
 def brief(params: Mapping[str, Any], action: str | None = None) -> str:
     """`(node=gpu-node-02, reason=...)`: the parameters in the order the action declares
     them, so the text is the same whichever database stored them (PostgreSQL's JSONB
-    gives keys back in an order of its own)."""
+    gives keys back in an order of its own). A `for_each` run's: `on 32 nodes of row/a
+    (a-01 ... a-32)`."""
+    if foreach.is_for_each(params):
+        return foreach.shown(params)
     order: list[str] = []
     if action is not None:
         try:

@@ -114,6 +114,15 @@ class StepRun(Base):
     actor: Mapped[str | None] = mapped_column(String(200))
     """Who the action runs as (the approver who completed the approval), or who marked a
     manual step done or skipped it."""
+    progress: Mapped[dict[str, Any] | None]
+    """A `for_each` run's nodes while it runs: `{"nodes": {node: {"state", "summary"}}}`
+    (`bot.runbooks.foreach`), what the card and the API count."""
+    approved_count: Mapped[int | None] = mapped_column(Integer)
+    """The node count its approvals named (`for_each`): the run's actions get an
+    `Allowance` for that many nodes."""
+    stop_requested_by: Mapped[str | None] = mapped_column(String(200))
+    """Who asked a running `for_each` run to stop the rest (no new node starts)."""
+    stop_requested_at: Mapped[datetime | None]
 
     def next_attempt(self, *, now: datetime, not_before: datetime, summary: str) -> StepRun:
         """The same step's next attempt with the same parameters and approval, proposed
@@ -132,6 +141,7 @@ class StepRun(Base):
             decided_at=now,
             not_before=not_before,
             actor=self.actor,
+            approved_count=self.approved_count,
             summary=summary[:2000],
         )
 
@@ -148,3 +158,5 @@ class StepApproval(Base):
     approved_at: Mapped[datetime]
     channel: Mapped[str | None] = mapped_column(String(16))
     """slack, console, api or cli (`bot.people.Channel`); None before people."""
+    count: Mapped[int | None] = mapped_column(Integer)
+    """The node count this person named approving a `for_each` run (None: none named)."""

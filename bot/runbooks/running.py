@@ -13,10 +13,14 @@ stops neither: the action's log entries are kept and written with its result, an
 result `tend` could not write stays in hand and is written at a later `tend`. A failure
 is retried by its class: with `Outcome.retry_after` (a `TemporaryActionError`) as a new
 approved attempt due that much later, while `retries` remain; a permanent failure never.
+A `for_each` run goes over its nodes on the same thread (`foreach_running.NodeRuns`, at
+most `max_parallel` node threads), its progress stored per node; stopped by a person, it
+ends cancelled with the nodes left listed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -30,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from bot.actions import ActionContext, Outcome, Risk, execute, registry
 from bot.actions import breaker_lock as breaker_locks
+from bot.actions.context import Allowance
 from bot.actions.types import Result
 from bot.clock import Clock
 from bot.config import Settings
@@ -39,8 +44,9 @@ from bot.errors import BotError, StorageUnavailable
 from bot.incidents import history, log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
-from bot.runbooks import engine
+from bot.runbooks import engine, foreach
 from bot.runbooks.claims import Claim, move, note
+from bot.runbooks.foreach_running import EachResult, NodeRuns, Stored
 from bot.runbooks.models import StepRun
 from bot.runbooks.steps import StepState
 
@@ -89,6 +95,8 @@ class Running:
         self._kept: list[Entry] | None = None
         """Log entries the database could not take, in order: written with the result."""
         self._kept_lock = threading.Lock()
+        self._stored: Stored | None = None
+        """A `for_each` run's nodes as stored while it runs: its result if it times out."""
         self._thread = threading.Thread(target=self._act, name=f"step-{claim.run_id}", daemon=True)
 
     def start(self) -> None:
@@ -128,9 +136,10 @@ class Running:
         try:
             action = registry.get(claim.action)
             ctx = self._context()
-            outcome = execute(action, claim.params, ctx)
-            if ctx.dry_run and action.risk != Risk.READ:
-                outcome = _rendered_in_drill(ctx, outcome)
+            if claim.plan is not None:
+                outcome = self._each(action, ctx, claim.plan)
+            else:
+                outcome = _execute(action, claim.params, ctx)
         except BotError as exc:  # unknown action, parameters refused: nothing ran
             outcome = Outcome(claim.action, claim.params, Result(ok=False, summary=str(exc)))
         except Exception:  # a bug; the run fails instead of the thread dying unseen
@@ -141,6 +150,44 @@ class Running:
         self._outcome = outcome
         self.done.set()
         self._on_done()
+
+    def _each(self, action: registry.Action, base: ActionContext, plan: foreach.Plan) -> Outcome:
+        """A `for_each` run: the action once per node, each with a context of its own
+        (its own Kubernetes client, the run's `cancelled`, and the `Allowance` when the
+        approval named the count)."""
+        params = self.claim.params
+        allowance = None
+        if plan.count is not None:
+            nodes = frozenset(foreach.nodes_of(params))
+            allowance = Allowance(nodes, plan.count, foreach.domain_of(params))
+
+        def act(node: str, given: dict[str, Any], progress: Callable[[str], None]) -> Outcome:
+            ctx = dataclasses.replace(base, allowance=allowance, progress=progress, _kube=None)
+            try:
+                return _execute(action, given, ctx)
+            except BotError as exc:  # its parameters refused: nothing ran on this node
+                return Outcome(action.name, given, Result(ok=False, summary=str(exc)))
+            except Exception:  # a bug; this node fails instead of the thread dying unseen
+                error_id = uuid.uuid4().hex[:8]
+                logger.exception(
+                    "step run %s, node %s (error id %s)", self.claim.run_id, node, error_id
+                )
+                return Outcome(
+                    action.name, given, Result(ok=False, summary=f"internal error (id {error_id})")
+                )
+
+        stored = self._stored = Stored(self.db, self.claim.run_id, self.owner)
+        runs = NodeRuns(
+            self.claim.action,
+            params,
+            plan,
+            act=act,
+            clock=self.clock,
+            cancelled=self.cancelled,
+            stopped_by=stored.stopped_by,
+            store=stored.store,
+        )
+        return runs.run()
 
     def renew(self) -> None:
         """Extend the lease. The database being away stops neither the action nor the wait
@@ -279,17 +326,30 @@ class Running:
             return
         run.finished_at = now
         run.lease_until = None
+        counts: dict[str, Any] = {}
         if result is None:
             target = S.TIMED_OUT
             limit = format_duration(claim.timeout) if claim.timeout else "?"
             run.summary = f"no result within the step's timeout ({limit}); the action is "
             run.summary += "cancelled at its next call and its log entries will follow"
+            if self._stored is not None and self._stored.last is not None:  # for_each
+                run.result = foreach.timed_out(self._stored.last, claim.params)
         else:
             target = S.SUCCEEDED if result.ok else S.FAILED
             run.result = result.model_dump(mode="json")
             run.summary = result.summary[:2000]
+            if isinstance(result, EachResult):
+                run.progress = {"nodes": result.nodes}
+                counts = {"succeeded": result.succeeded, "failed": result.failed}
+                counts["left"] = result.left
+                if result.stopped:
+                    target = S.CANCELLED
+                    counts["stopped_by"] = result.stopped_by
+                    counts["left_nodes"] = [
+                        n for n, s in result.nodes.items() if s["state"] == "left"
+                    ]
         summary = f"step {claim.step} {target.value.replace('_', ' ')}: {run.summary}"
-        move(session, incident, run, target, now, summary, {"ok": target == S.SUCCEEDED})
+        move(session, incident, run, target, now, summary, {"ok": target == S.SUCCEEDED, **counts})
         if target == S.FAILED:
             assert outcome is not None
             _retry(session, incident, run, now, outcome.retry_after)
@@ -344,6 +404,13 @@ def _retry(
     )
     data = {"retry_of": run.id, "not_before": due.isoformat(), "retry_after": retry_after}
     move(session, incident, again, S.APPROVED, now, summary, data)
+
+
+def _execute(action: registry.Action, params: dict[str, Any], ctx: ActionContext) -> Outcome:
+    outcome = execute(action, params, ctx)
+    if ctx.dry_run and action.risk != Risk.READ:
+        outcome = _rendered_in_drill(ctx, outcome)
+    return outcome
 
 
 def _rendered_in_drill(ctx: ActionContext, outcome: Outcome) -> Outcome:

@@ -19,13 +19,13 @@ from sqlalchemy.orm import Session
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
-from bot.errors import ApprovalExpired
+from bot.errors import ApprovalExpired, ProposalSuperseded
 from bot.escalation import ladder
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
 from bot.people import Decider
-from bot.runbooks import approvals, engine
+from bot.runbooks import approvals, engine, foreach
 from bot.runbooks.models import StepRun
 
 
@@ -51,6 +51,8 @@ class StepRow:
     summary: str
     run_id: int | None = None
     """The newest attempt's id: what chat buttons carry."""
+    progress: dict[str, Any] | None = None
+    """A step over many nodes (`foreach`): its set and its nodes counted (`progress_of`)."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -99,7 +101,30 @@ def _row(
         actor=run.actor,
         summary=run.summary,
         run_id=run.id,
+        progress=progress_of(run),
     )
+
+
+def progress_of(run: StepRun) -> dict[str, Any] | None:
+    """A `for_each` run's set and nodes counted, while it runs and after; None for a run
+    of one action."""
+    if not foreach.is_for_each(run.params):
+        return None
+    counted = foreach.tally(run.progress, run.params)
+    states = dict((run.progress or {}).get("nodes") or {})
+    left = {"state": "left", "summary": ""}
+    nodes = {node: dict(states.get(node) or left) for node in foreach.nodes_of(run.params)}
+    return {
+        "set": foreach.set_of(run.params),
+        "total": counted.total,
+        "succeeded": counted.succeeded,
+        "running": counted.running,
+        "failed": counted.failed,
+        "left": counted.left,
+        "failed_nodes": counted.failed_nodes,
+        "nodes": nodes,
+        "stopped_by": run.stop_requested_by,
+    }
 
 
 def approve(
@@ -111,13 +136,35 @@ def approve(
     clock: Clock,
     settings: Settings,
     params_hash: str | None = None,
+    count: int | None = None,
 ) -> StepRun:
+    """`who` approves; with `count`, the node count of a step over many nodes."""
     try:
-        return _decide(approvals.approve, db, number, step_id, who, clock, settings, params_hash)
+        with db.transaction() as session:
+            return approvals.approve(
+                session, number, step_id, who, clock.now(), settings, params_hash, count
+            )
     except ApprovalExpired:
         with db.transaction() as session:
             approvals.expire(session, number, step_id, clock.now(), settings)
         raise
+    except ProposalSuperseded:
+        with db.transaction() as session:
+            engine.advance(session, number, clock.now(), settings)  # proposes it again
+        raise
+
+
+def stop(
+    db: Database,
+    number: int,
+    step_id: str,
+    *,
+    who: Decider,
+    clock: Clock,
+    settings: Settings,
+    note: str | None = None,
+) -> StepRun:
+    return _decide(approvals.stop, db, number, step_id, who, clock, settings, note)
 
 
 def skip(

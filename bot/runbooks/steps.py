@@ -8,7 +8,8 @@
        ├─> failed     │  (its `when` or `with` does not render, or the
        │              │   parameters fail the action's model: nothing ran)
        ├─> skipped  <─┤
-       └─> cancelled <┴─ (and from approved)
+       └─> cancelled <┴─ (and from approved; and from running, for a `for_each` run a
+                          person stopped: the rest of its nodes never started)
 
 A `read` step with `auto` approval goes proposed -> approved at once; a manual step waits
 in awaiting_approval until a person marks it done (-> succeeded) or skips it. Terminal
@@ -52,7 +53,7 @@ _ALLOWED: dict[StepState, frozenset[StepState]] = {
     S.PROPOSED: frozenset({S.AWAITING_APPROVAL, S.APPROVED, S.SKIPPED, S.CANCELLED, S.FAILED}),
     S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.SUCCEEDED, S.SKIPPED, S.CANCELLED, S.EXPIRED}),
     S.APPROVED: frozenset({S.RUNNING, S.CANCELLED, S.EXPIRED}),
-    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.INTERRUPTED}),
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.INTERRUPTED, S.CANCELLED}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),
     S.TIMED_OUT: frozenset(),

@@ -39,6 +39,8 @@ from bot.runbooks.problems import strings_in
 from bot.runbooks.schema import APPROVALS, LabelMatcher, Runbook, Step
 
 _APPROVAL_NAMES = {count: name for name, count in APPROVALS.items()}
+EACH_NAME = "node"
+"""What a `for_each: nodes` step's `with` sees besides the usual names: the node."""
 
 
 @dataclass
@@ -173,10 +175,10 @@ def _step(loaded: LoadedRunbook, i: int, step: Step) -> list[Problem]:
         except templates.TemplateError as exc:
             problems.append(loaded.problem(loc, str(exc)))
             continue
+        # A `for_each` step's `with` is rendered once per node, with `node` set to it.
+        per_node = step.for_each is not None and loc[2] == "with"
         for ref in sorted(used):
-            if ref == FOR_EACH_NAME and step.for_each is not None and loc[2] == "with":
-                continue  # the node each run is for
-            wrong = _step_reference(ref, runbook, i)
+            wrong = _step_reference(ref, runbook, i, (EACH_NAME,) if per_node else ())
             if wrong:
                 problems.append(loaded.problem(loc, wrong))
     return problems
@@ -202,20 +204,18 @@ def _parameters(
     return problems
 
 
-FOR_EACH_NAME = "node"
-"""What a `for_each: nodes` step's `with` sees besides the usual names: the node it runs for."""
-
-
 def _listing(names: list[str]) -> str:
     return f"; its parameters: {', '.join(names)}" if names else "; it takes no parameters"
 
 
-def _step_reference(ref: str, runbook: Runbook, index: int) -> str | None:
+def _step_reference(
+    ref: str, runbook: Runbook, index: int, extra: tuple[str, ...] = ()
+) -> str | None:
     top, _, rest = ref.partition(".")
     if not rest:
-        if ref in templates.NAMES or ref in templates.GLOBALS:
+        if ref in templates.NAMES or ref in templates.GLOBALS or ref in extra:
             return None
-        return _unknown_name(ref, templates.NAMES)
+        return _unknown_name(ref, [*templates.NAMES, *extra])
     if top == "facts" and rest not in runbook.facts:
         return _unknown("fact", rest, list(runbook.facts))
     if top == "steps":

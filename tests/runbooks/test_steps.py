@@ -28,6 +28,7 @@ LEGAL = {
     (S.RUNNING, S.FAILED),
     (S.RUNNING, S.TIMED_OUT),
     (S.RUNNING, S.INTERRUPTED),
+    (S.RUNNING, S.CANCELLED),  # a for_each run a person stopped
 }
 
 

@@ -127,6 +127,7 @@ class Console:
             Route(f"{step}/approve", self.button(self.approve, "decide on"), methods=["POST"]),
             Route(f"{step}/skip", self.button(self.skip, "decide on"), methods=["POST"]),
             Route(f"{step}/done", self.button(self.done, "decide on"), methods=["POST"]),
+            Route(f"{step}/stop", self.button(self.stop, "decide on"), methods=["POST"]),
             Route(
                 "/incidents/{number}/ack",
                 self.button(self.acknowledge, "acknowledge"),
@@ -514,8 +515,16 @@ class Console:
         run = self._run(number, form)
         if cards.risk_of(run.action) == "disruptive" and form.get("confirmed") != "1":
             raise Unconfirmed(run)
-        run = self.decisions.step(user, run, "approve")
+        run = self.decisions.step(user, run, "approve", count=_count(form))
         return _step_flash(run, "approved")
+
+    def stop(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        note = form.get("note", "").strip() or None
+        run = self.decisions.step(user, self._run(number, form), "stop", note=note)
+        return (
+            f"INC-{run.incident_number} {run.step_id}: the rest is stopped; the nodes "
+            "running finish and none starts"
+        )
 
     def _confirm_page(
         self, request: Request, login: Login, user: Clicker, asked: Unconfirmed
@@ -583,6 +592,16 @@ def _step_flash(run: StepRun, done: str) -> str:
     if run.state == "awaiting_approval":
         return f"{ref}: your approval is recorded; {run.summary or 'it needs another'}"
     return f"{ref}: {done} ({run.state.replace('_', ' ')})"
+
+
+def _count(form: dict[str, str]) -> int | None:
+    """The node count an Approve button of a step over many nodes carries."""
+    raw = form.get("count", "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):
+        raise RequestRejected(f"the count must be a number of nodes, not {raw[:20]!r}")
+    return int(raw)
 
 
 async def _form(request: Request) -> dict[str, str]:

@@ -108,6 +108,7 @@ class SlackApp:
         self.app.action("step.approve")(self._step_button("approve"))
         self.app.action("step.skip")(self._step_button("skip"))
         self.app.action("step.done")(self._done_button)
+        self.app.action("step.stop")(self._step_button("stop"))
         self.app.action("incident.ack")(
             self._incident_button("acknowledge", self.decisions.acknowledge)
         )
@@ -157,7 +158,7 @@ class SlackApp:
 
     # --- buttons -----------------------------------------------------------------------
 
-    def _step_button(self, decision: str) -> Callable[..., None]:
+    def _step_button(self, decision: decisions.StepDecision) -> Callable[..., None]:
         def handle(ack: Ack, body: dict[str, Any]) -> None:
             user = _user(body)
             run = self._run(body)
@@ -168,9 +169,7 @@ class SlackApp:
             self._decide(
                 body,
                 run.incident_number,
-                lambda: self.decisions.step(
-                    who, run, "approve" if decision == "approve" else "skip"
-                ),
+                lambda: self.decisions.step(who, run, decision),
             )
             ack()
 

@@ -62,6 +62,8 @@ __all__ = [
 ]
 
 _SEVERITY = {"critical": "🔴", "warning": "🟠", "info": "🔵"}
+FAILED_NAMED = 5
+"""Failed nodes a step's line names; the rest are counted (the thread has every one)."""
 _STATE = {
     "proposed": "🔜",
     "awaiting_approval": "⏳",
@@ -224,6 +226,9 @@ def _pack(items: Iterable[_Line | Block]) -> list[Block]:
 
 
 def _step_items(step: StepView, view: CardView, mentions: Mentions) -> list[_Line | Block]:
+    if step.stoppable and view.active and step.run_id is not None:
+        line = _step_line(step, view.now, AWAITING_LINE, mentions)
+        return [_Line(line), _stop_actions(step, step.run_id)]
     if not (step.awaiting and view.active and step.run_id is not None):
         return [_Line(_step_line(step, view.now, STEP_LINE, mentions))]
     line = _step_line(step, view.now, AWAITING_LINE, mentions)
@@ -235,9 +240,13 @@ def _step_line(step: StepView, now: datetime, limit: int, mentions: Mentions) ->
     parts = [f"{_STATE.get(step.state, '❔')} *{safe(step.title, 120) or escape(step.step)}*"]
     if step.action:
         action = f"`{safe(step.action, 60)}`"
-        if step.params:
+        if step.each is not None:
+            action += f" on {safe(step.each.set, 80)}"
+        elif step.params:
             action += f" {_params(step.params)}"
         parts.append(action)
+    if step.each is not None and step.state not in ("awaiting_approval", "not_reached"):
+        parts.append(_counted(step))
     if step.approvals_required:
         given = f"{step.approvals}/{step.approvals_required}"
         if step.approvers:
@@ -252,6 +261,20 @@ def _step_line(step: StepView, now: datetime, limit: int, mentions: Mentions) ->
     return clip(line, limit, markup=True)
 
 
+def _counted(step: StepView) -> str:
+    """`done 12 · running 4 · failed 1 · left 15 (failed: a-07, a-09)`: counts, and the
+    failed nodes named (a few: the card is read on a phone; the list is in the thread)."""
+    assert step.each is not None
+    text = step.each.counted
+    if step.each.failed_nodes:
+        named = ", ".join(step.each.failed_nodes[:FAILED_NAMED])
+        more = len(step.each.failed_nodes) - FAILED_NAMED
+        text += f" (failed: {named}{f' +{more}' if more > 0 else ''})"
+    if step.each.stopped_by:
+        text += f" · stopped by {step.each.stopped_by}"
+    return safe(text, 300)
+
+
 def _params(params: dict[str, object]) -> str:
     """`node=gpu-node-02, gpu=5`: shown to the human, never put in a button."""
     text = ", ".join(f"{key}={clip(one_line(str(value)), 40)}" for key, value in params.items())
@@ -259,14 +282,33 @@ def _params(params: dict[str, object]) -> str:
 
 
 def _step_actions(step: StepView, run_id: int) -> Block:
+    label = step.approve_label
     if step.kind == "manual":
         decide = button("Done", "step.done", run_id, style="primary")
-    elif step.risk == "disruptive":
-        decide = button("Approve", "step.approve", run_id, style="danger", confirm=_confirm(step))
+    elif step.risk == "disruptive" or step.each is not None and step.each.count is not None:
+        decide = button(label, "step.approve", run_id, style="danger", confirm=_confirm(step))
     else:
-        decide = button("Approve", "step.approve", run_id, style="primary")
+        decide = button(label, "step.approve", run_id, style="primary")
     skip = button("Skip", "step.skip", run_id)
     return {"type": "actions", "block_id": f"step:{run_id}", "elements": [decide, skip]}
+
+
+def _stop_actions(step: StepView, run_id: int) -> Block:
+    """Stop the rest of a running step over many nodes: those running finish."""
+    assert step.each is not None
+    confirm = {
+        "title": plain(f"Stop the rest of {one_line(step.title)}?", CONFIRM_TITLE),
+        "text": plain(
+            f"{step.each.running} running finish; none of the {step.each.left} left starts. "
+            "The runbook stops there.",
+            CONFIRM_TEXT,
+        ),
+        "confirm": plain("Yes, stop the rest", CONFIRM_BUTTON),
+        "deny": plain("Cancel", CONFIRM_BUTTON),
+        "style": "danger",
+    }
+    stop = button("Stop the rest", "step.stop", run_id, style="danger", confirm=confirm)
+    return {"type": "actions", "block_id": f"step-stop:{run_id}", "elements": [stop]}
 
 
 def _confirm(step: StepView) -> Block:
@@ -278,10 +320,13 @@ def _confirm(step: StepView) -> Block:
     title = clip(one_line(step.title), 60)
     if not all(target in title for target in targets):
         title += f": {named}"
+    kind = "Disruptive" if step.risk == "disruptive" else "A change"
     text = (
         f"{step.action or step.step} on {named}. "
-        f"Disruptive: approval {step.approvals + 1} of {step.approvals_required or 1}."
+        f"{kind}: approval {step.approvals + 1} of {step.approvals_required or 1}."
     )
+    if step.each is not None and step.each.count is not None:
+        text += f" You approve it on {step.each.count} nodes."
     return {
         "title": plain(f"{title}?", CONFIRM_TITLE),
         "text": plain(text, CONFIRM_TEXT),

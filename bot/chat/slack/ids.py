@@ -19,6 +19,7 @@ NUMBERED_ACTIONS = {
     "step.approve": "the step",
     "step.skip": "the step",
     "step.done": "the step",
+    "step.stop": "the step",
     "incident.ack": "the incident number",
     "incident.own": "the incident number",
     "incident.resolve": "the incident number",

@@ -58,6 +58,10 @@ COMMANDS: dict[str, Command] = {
     "action": Command(_ACTIONS, "run one action directly, like kubectl"),
     "validate": Command(_RUNBOOKS, "check runbook files"),
     "schema": Command(_RUNBOOKS, "print the runbook JSON Schema"),
+    "topology": Command(
+        "bot.cli.topology:add_commands",
+        "the failure-domain tree: node counts and incidents per domain",
+    ),
     "steps": Command(_STEPS, "an incident's runbook steps and their approvals"),
     "approve": Command(_STEPS, "approve a step (you need a role in the roles setting)"),
     "skip": Command(_STEPS, "skip a step that waits for a person"),

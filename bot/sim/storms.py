@@ -32,6 +32,10 @@ does for a rule Prometheus keeps sending. The events (`fleet` is a `bot.sim.flee
         GPU falls off the bus.
     push(alertmanager_url, alerts, timeout) -> None
         POST the alerts to Alertmanager's `/api/v2/alerts` (httpx; raises for a non-2xx).
+    notifications(alerts, group_by, *, receiver="runbook-bot") -> list[dict]
+        The webhook bodies an Alertmanager route grouping by `group_by` would send for
+        them (one per group, in first-seen order), for a test or a benchmark that posts to
+        the bot without running Alertmanager.
 """
 
 from __future__ import annotations
@@ -273,3 +277,54 @@ def push(alertmanager_url: str, alerts: list[Alert], timeout: float) -> None:
             f"Alertmanager at {alertmanager_url} answered {response.status_code} to "
             f"{len(alerts)} alerts: {response.text[:200]}"
         )
+
+
+def notifications(
+    alerts: list[Alert],
+    group_by: list[str],
+    *,
+    receiver: str = "runbook-bot",
+    external_url: str = "http://alertmanager:9093",
+) -> list[dict[str, Any]]:
+    """The firing notifications (Alertmanager webhook v4 bodies) of `alerts` grouped by
+    the labels `group_by` names, one per group, in the order the groups first appear."""
+    groups: dict[tuple[tuple[str, str], ...], list[Alert]] = {}
+    for alert in alerts:
+        key = tuple((name, alert["labels"].get(name, "")) for name in group_by)
+        groups.setdefault(key, []).append(alert)
+    bodies = []
+    for key, members in groups.items():
+        group = {name: value for name, value in key if value}
+        firing = [
+            {
+                "status": "firing",
+                "labels": a["labels"],
+                "annotations": a["annotations"],
+                "startsAt": a["startsAt"],
+                "endsAt": demo.FIRING_ENDS_AT,
+                "generatorURL": a["generatorURL"],
+                "fingerprint": demo.fingerprint(a["labels"]),
+            }
+            for a in members
+        ]
+        common = {
+            name: value
+            for name, value in members[0]["labels"].items()
+            if all(a["labels"].get(name) == value for a in members)
+        }
+        shown = ", ".join(f'{k}="{v}"' for k, v in sorted(group.items()))
+        bodies.append(
+            {
+                "receiver": receiver,
+                "status": "firing",
+                "alerts": firing,
+                "groupLabels": group,
+                "commonLabels": common,
+                "commonAnnotations": {},
+                "externalURL": external_url,
+                "version": "4",
+                "groupKey": "{}:{" + shown + "}",
+                "truncatedAlerts": 0,
+            }
+        )
+    return bodies

@@ -141,6 +141,16 @@ class NodeCache:
         self._thread.start()
         return self.current()
 
+    def read(self) -> Topology:
+        """List the nodes once, without watching (for a command that looks and exits);
+        the API's refusal or absence is raised as the `BotError` saying what to check."""
+        if self.enabled:
+            try:
+                self._list()
+            finally:
+                self._close()
+        return self.current()
+
     def current(self) -> Topology:
         """The snapshot, at once; listed again first (bounded) only when the watch is
         broken and the snapshot is older than `max_staleness`."""
@@ -172,6 +182,9 @@ class NodeCache:
                     response.shutdown()
         if self._thread is not None:
             self._thread.join(timeout)
+        self._close()
+
+    def _close(self) -> None:
         if self._api is not None:
             self._api.close()
             self._api = None

@@ -18,6 +18,7 @@ from bot.config import Settings, load_settings
 from bot.sim import SimHandle, running
 from bot.sim.fleet import LEVELS, RACK, fleet
 from bot.topology import Domain, NodeCache
+from tests.deploy import chart
 from tests.sim.waiting import TIME_SCALE, eventually
 
 START = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -165,6 +166,26 @@ def test_while_the_api_is_down_the_stale_snapshot_is_kept_with_one_warning(
     assert all(t.read_at is not None and t.read_at <= START + timedelta(seconds=1) for t in seen)
     assert len(warnings) == 1
     assert "keeping the node labels read at 2026-12-03T12:00" in warnings[0]
+
+
+def test_the_shipped_rbac_lets_the_service_account_list_and_watch_the_nodes(
+    tmp_path: Path, clock: FrozenClock
+) -> None:
+    with running(fleet(16).scenario, time_scale=TIME_SCALE, rbac=chart.shipped_rbac()) as sim:
+        settings = load_settings(
+            kubeconfig=sim.write_kubeconfig(tmp_path / "kubeconfig"),  # the account's token
+            topology={"levels": LEVELS},
+        )
+        cache = NodeCache(settings, clock=clock)
+        try:
+            topology = cache.start()
+            eventually(lambda: cache.healthy, what="the watch to stream")
+        finally:
+            cache.stop()
+        made = sim.cluster.requests_made("GET", "/api/v1/nodes")
+
+    assert len(topology.nodes) == 16
+    assert {(r.query.get("watch", "list"), r.status) for r in made} == {("list", 200), ("true", 200)}
 
 
 def test_without_levels_nothing_is_listed_and_every_node_is_its_own_domain(

@@ -32,6 +32,7 @@ from bot.sim.kubelet import Kubelet
 from bot.sim.rbac import Rbac
 from bot.sim.redfish import BmcRequest, RedfishOptions, RedfishService
 from bot.sim.scenario import Scenario
+from bot.sim.store import HISTORY
 
 CONTEXT = "runbook-bot-sim"
 DUMMY_TOKEN = "runbook-bot-sim-token"  # the admin's token (any token without RBAC); no secret
@@ -229,11 +230,13 @@ def running(
     time_scale: float = 1.0,
     redfish: RedfishOptions | None = None,
     rbac: Rbac | None = None,
+    history: int = HISTORY,
 ) -> Iterator[SimHandle]:
     """Serve a scenario on 127.0.0.1 (a kernel-chosen port) until the block ends; with
     `redfish`, serve the machines' BMCs too, on a port of their own; with `rbac`, hold
-    that service account's token to its rules (the handle's clients use it)."""
-    cluster = Cluster(_as_scenario(source), time_scale=time_scale)
+    that service account's token to its rules (the handle's clients use it). `history`
+    is how many changes watches can resume across (then 410 Expired)."""
+    cluster = Cluster(_as_scenario(source), time_scale=time_scale, history=history)
     servers: list[_Serving] = []
     kubelet = Kubelet(cluster)
     started = False

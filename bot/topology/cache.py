@@ -299,14 +299,16 @@ class NodeCache:
             resource_version=self._version,
             timeout_seconds=self._watch_seconds,
             allow_watch_bookmarks=True,
-            deserialize=False,
+            # Events are deserialised into models, though only `raw_object`'s labels are
+            # read: with deserialize=False the client fails on the server's ERROR events
+            # (it looks for `raw_object` there too), and a 410 must reach us as one.
             _request_timeout=(self._timeout, self._watch_seconds + self._timeout),
         )
         self._set_healthy(True)
         for event in events:
             if self._stopping.is_set():
                 break
-            self._apply(event["type"], event.get("raw_object") or event.get("object") or {})
+            self._apply(event["type"], event.get("raw_object") or {})
         with self._lock:
             self._watch = None
             if not self._stopping.is_set():

@@ -116,6 +116,30 @@ def test_a_node_without_a_level_label_is_its_own_domain_there(
     assert "gpu-node-spare" not in topology.members(Domain("row", "a"))
 
 
+def test_a_watch_whose_history_expired_lists_again_at_once(
+    tmp_path: Path, clock: FrozenClock
+) -> None:
+    with running(fleet(16).scenario, time_scale=TIME_SCALE, history=4) as sim:
+        settings = load_settings(
+            kubeconfig=sim.write_kubeconfig(tmp_path / "kubeconfig"), topology={"levels": LEVELS}
+        )
+        cache = NodeCache(settings, clock=clock, backoff=(60.0, 60.0))
+        try:
+            cache.start()
+            eventually(lambda: cache.healthy, what="the watch to stream")
+            # Ten changes at once: more than the server keeps, so the watch gets 410 Gone.
+            sim.cluster.label_nodes({f"gpu-node-{i:04d}": {RACK: "z9"} for i in range(1, 11)})
+            eventually(
+                lambda: len(cache.current().members(Domain("rack", "z9"))) == 10,
+                what="the nodes listed again after the 410",
+            )
+            listed = lists(sim)
+        finally:
+            cache.stop()
+
+    assert listed == 2  # the first list, and one after the 410: no back-off in between
+
+
 def test_a_broken_watch_is_listed_again_once_the_snapshot_is_stale(
     cache: NodeCache, fleet_sim: SimHandle, clock: FrozenClock
 ) -> None:
@@ -185,7 +209,10 @@ def test_the_shipped_rbac_lets_the_service_account_list_and_watch_the_nodes(
         made = sim.cluster.requests_made("GET", "/api/v1/nodes")
 
     assert len(topology.nodes) == 16
-    assert {(r.query.get("watch", "list"), r.status) for r in made} == {("list", 200), ("true", 200)}
+    assert {(r.query.get("watch", "list"), r.status) for r in made} == {
+        ("list", 200),
+        ("true", 200),
+    }
 
 
 def test_without_levels_nothing_is_listed_and_every_node_is_its_own_domain(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from bot.config import Settings
-    from bot.topology import Topology
+    from bot.topology import Domain, Topology
     from bot.topology.forest import Branch
 
 WIDTH = 80
@@ -62,6 +61,11 @@ def add_commands(commands: Any) -> None:
     cmd.add_argument("-o", "--output", choices=["text", "json"], default="text")
     cmd.add_argument(
         "--json", dest="output", action="store_const", const="json", help="same as -o json"
+    )
+    cmd.add_argument(
+        "--active",
+        action="store_true",
+        help="only the domains with active incidents, and the domains above them",
     )
     cmd.set_defaults(handler=show)
 
@@ -121,6 +125,8 @@ def show(args: argparse.Namespace, settings: Settings) -> int:
     with common.database(settings) as db, db.session() as session:
         incidents = active_incidents(session, settings)
     view = place(topology, branches, incidents)
+    if args.active:
+        view = view.active_only()
     if args.output == "json":
         return common.say(json.dumps(view.as_data(topology), indent=2))
     return common.say(view.text(topology))
@@ -180,6 +186,8 @@ class View:
     storage: dict[str, set[str]]
     """storage domain -> the nodes its incidents' alerts name."""
     elsewhere: list[Placed]
+    total: int | None = None
+    """How many domains the topology has (more than `branches` shows, when filtered)."""
 
     def text(self, topology: Topology) -> str:
         rows: list[tuple[str, str, list[str]]] = [
@@ -207,9 +215,7 @@ class View:
             if not labels:
                 lines.append(head.rstrip())
                 continue
-            wrapped = textwrap.wrap(
-                ", ".join(labels), width=max(WIDTH - indent, 30), break_on_hyphens=False
-            )
+            wrapped = _pack(labels, max(WIDTH - indent, 30))
             lines.append(f"{head}  {wrapped[0]}")
             lines += [" " * indent + rest for rest in wrapped[1:]]
         if self.elsewhere:
@@ -217,7 +223,10 @@ class View:
             lines.append("Active incidents no one domain holds:")
             lines += [f"  {p.label()}" for p in self.elsewhere]
         unplaced = sum(1 for levels in topology.nodes.values() if not levels)
-        summary = f"{len(topology.nodes)} nodes in {len(self.branches)} domains"
+        total = self.total if self.total is not None else len(self.branches)
+        summary = f"{len(topology.nodes)} nodes in {total} domains"
+        if total != len(self.branches):
+            summary += f" ({len(self.branches)} shown: those with incidents and above them)"
         if unplaced:
             summary += f"; {unplaced} nodes without any level's label (each its own domain)"
         lines += ["", summary + "."]
@@ -253,6 +262,24 @@ class View:
             "elsewhere": [p.as_data() for p in self.elsewhere],
         }
 
+    def active_only(self) -> View:
+        """The domains with incidents and their ancestors; storage domains with incidents."""
+        parents = {b.domain: b.parent for b in self.branches}
+        keep = set()
+        for branch in self.branches:
+            if branch.domain.name in self.on:
+                found: Domain | None = branch.domain
+                while found is not None and found not in keep:
+                    keep.add(found)
+                    found = parents[found]
+        return View(
+            [b for b in self.branches if b.domain in keep],
+            self.on,
+            {name: nodes for name, nodes in self.storage.items() if name in self.on},
+            self.elsewhere,
+            total=self.total,
+        )
+
     def _labels(self, name: str) -> list[str]:
         return [p.label() for p in self.on.get(name, [])]
 
@@ -282,7 +309,20 @@ def place(topology: Topology, branches: list[Branch], incidents: Iterable[Placed
         for name in dict.fromkeys(names):
             on.setdefault(name, []).append(incident)
             incident.shown_on.append(name)
-    return View(branches, on, dict(sorted(storage.items())), elsewhere)
+    return View(branches, on, dict(sorted(storage.items())), elsewhere, total=len(branches))
+
+
+def _pack(labels: list[str], width: int) -> list[str]:
+    """The labels, comma-separated, in lines of at most `width` (a label is never split)."""
+    lines: list[str] = []
+    for label in labels:
+        if lines and len(lines[-1]) + len(label) + 2 <= width:
+            lines[-1] += f", {label}"
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(label)
+    return lines
 
 
 def _levels(topology: Topology) -> str:

@@ -5,12 +5,14 @@ Levels need not nest (a leaf switch spans two racks): a domain's parent is the n
 domain of a wider level (one before it in `topology.levels`) that holds all its nodes, so
 a rack sits under its row, a power feed serving one rack under that rack, and a leaf
 switch of two racks under the row, beside its racks. `nest` orders the forest for
-printing, widest first, each domain followed by its children. `enclosing` says where a
-set of nodes (an incident's) belongs: the narrowest domains holding all of them.
+printing, widest first, each domain followed by its children, names in `natural` order.
+`enclosing` says where a set of nodes (an incident's) belongs: the narrowest domains
+holding all of them.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -33,7 +35,8 @@ def nest(topology: Topology) -> list[Branch]:
     and by name within a level."""
     placed: list[Branch] = []
     for level, values in topology.tree().items():
-        for value, nodes in values.items():
+        for value in sorted(values, key=natural):
+            nodes = values[value]
             branch = Branch(Domain(level, value), frozenset(nodes))
             parent = _narrowest(b for b in placed if branch.nodes <= b.nodes)
             if parent is not None:
@@ -62,6 +65,15 @@ def enclosing(branches: list[Branch], nodes: Iterable[str]) -> list[Domain]:
         return []
     holding = [b for b in branches if wanted <= b.nodes]
     return [b.domain for b in holding if not any(wanted <= child.nodes for child in b.children)]
+
+
+def natural(name: str) -> tuple[tuple[int, int, str], ...]:
+    """A sort key putting names as people count them: rack-9 before rack-10, and row z
+    before row aa (a data hall's letters run a..z, aa, ab, ...)."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, len(part), part)
+        for part in re.findall(r"\d+|\D+", name)
+    )
 
 
 def _narrowest(candidates: Iterable[Branch]) -> Branch | None:

@@ -175,3 +175,24 @@ def test_without_a_cluster_the_error_names_the_settings(
 
     assert code == 2
     assert "no Kubernetes cluster is configured: set `kubeconfig`" in err
+
+
+def test_active_shows_only_the_domains_with_incidents_and_those_above_them(
+    run: Run, settings_file: str, incidents: None
+) -> None:
+    code, out, _ = run("--config", settings_file, "topology", "--active")
+
+    names = [line.split()[0] for line in out.splitlines()[1:] if line.strip()]
+    assert code == 0
+    assert names[:6] == [
+        "row/a",
+        "rack/a1",
+        "power/pdu-a1",
+        "leaf/ib-leaf-01",
+        "leaf/ib-leaf-02",
+        f"storage/{NFS}:/exports/datasets",
+    ]
+    assert "row/b" not in names and "rack/a2" not in names
+    assert out.splitlines()[-1] == (
+        "40 nodes in 15 domains (5 shown: those with incidents and above them)."
+    )

@@ -9,7 +9,7 @@ other failure backs off (1 s doubling to 30 s) and lists again.
 
 `current()` answers at once with the snapshot, a `Topology`. It never waits behind the
 thread: only when the watch is not healthy and the snapshot is older than
-`topology.max_staleness` does it list again itself, one API call bounded by
+`topology.max_staleness` does it list again, waiting for that list at most
 `kube_timeout`, and only one caller at a time (the others get the snapshot as it is). A
 list that fails keeps the stale snapshot, logs one warning (not one per call, until the
 nodes are read again) and is not tried synchronously again before another
@@ -155,10 +155,9 @@ class NodeCache:
         """The snapshot, at once; listed again first (bounded) only when the watch is
         broken and the snapshot is older than `max_staleness`."""
         if self.enabled and self._stale() and self._relisting.acquire(blocking=False):
-            try:
-                if self._stale():
-                    self._sync_list()
-            finally:
+            if self._stale():
+                self._relist_within(self._timeout)  # releases `_relisting` when done
+            else:
                 self._relisting.release()
         with self._lock:
             snapshot = self._snapshot
@@ -225,10 +224,27 @@ class NodeCache:
         if warned:
             logger.warning("topology: the nodes were read again (%d nodes)", len(levels))
 
+    def _relist_within(self, seconds: float) -> None:
+        """List on a thread of its own and wait for it at most `seconds`: the client's own
+        connection retries could take a multiple of `kube_timeout`, and the caller (an
+        ingest) must not. A list still running when the wait ends replaces the snapshot
+        when it is done; until then callers get the stale one at once."""
+        done = threading.Event()
+
+        def relist() -> None:
+            try:
+                self._sync_list()
+            finally:
+                self._relisting.release()
+                done.set()
+
+        threading.Thread(target=relist, name="topology-relist", daemon=True).start()
+        done.wait(seconds)
+
     def _sync_list(self) -> None:
         try:
             self._list()
-        except BotError as exc:
+        except Exception as exc:  # on its own thread: whatever failed is logged here
             with self._lock:
                 self._next_sync = self.clock.now() + self.topology_settings.max_staleness
                 first, self._warned = not self._warned, True

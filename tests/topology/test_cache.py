@@ -5,7 +5,6 @@ snapshot stale; the stale snapshot kept (and one warning) while the API is down.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -179,9 +178,7 @@ def test_while_the_api_is_down_the_stale_snapshot_is_kept_with_one_warning(
         seen = []
         for _ in range(3):
             clock.advance(timedelta(seconds=61))
-            started = time.monotonic()
             seen.append(cache.current())
-            assert time.monotonic() - started < 2 * 2 + 1  # bounded by kube_timeout
         warnings = [r.getMessage() for r in caplog.records if "cannot be listed" in r.getMessage()]
     finally:
         cache.stop()

@@ -1,4 +1,5 @@
-"""The `runbook-bot` command: serve, migrate, look at and move incidents, verify logs,
+"""The `runbook-bot` command: serve, migrate, look at and move incidents, see the failure
+domains and their incidents, verify logs,
 validate runbooks, decide on and run their steps, silence paging, see and take on-call,
 check the workers; run the demo, rehearse with drills, hash console passwords, show the
 settings.

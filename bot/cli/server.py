@@ -232,9 +232,16 @@ def sim(args: argparse.Namespace, _: Settings) -> int:
 
     from bot import sim
 
-    scenario = args.scenario or Path(sim.__file__).parent / "scenarios" / "gpu-cluster.yaml"
+    scenario: Any = args.scenario or Path(sim.__file__).parent / "scenarios" / "gpu-cluster.yaml"
+    extra: dict[str, Any] = {}
+    if args.fleet is not None:
+        from bot.sim.fleet import LEVELS
+
+        scenario = sim.fleet(args.fleet).scenario
+        extra["topology"] = {"levels": LEVELS}
     sim.run(
         scenario,
+        settings_extra=extra,
         port=args.port,
         kubeconfig_path=args.kubeconfig,
         time_scale=args.time_scale,

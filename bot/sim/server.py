@@ -280,7 +280,7 @@ def running(
 
 
 def run(
-    scenario_path: str | Path,
+    scenario_path: str | Path | Scenario,
     *,
     host: str = "127.0.0.1",
     port: int = 6443,
@@ -288,14 +288,16 @@ def run(
     time_scale: float = 1.0,
     bmc_port: int | None = 6624,
     settings_path: str | Path | None = None,
+    settings_extra: dict[str, Any] | None = None,
 ) -> None:
     """Serve a scenario until interrupted (Ctrl-C), announcing how to reach it.
 
     With `bmc_port`, the machines' BMCs answer Redfish there (plain HTTP on loopback, a
     password made for this run), and `settings_path` gets a settings file pointing the bot
-    at the cluster and its BMCs, for `runbook-bot --config`.
+    at the cluster and its BMCs, for `runbook-bot --config`, with `settings_extra` in it
+    too (a fleet's `topology`).
     """
-    cluster = Cluster(scenarios.load(scenario_path), time_scale=time_scale)
+    cluster = Cluster(_as_scenario(scenario_path), time_scale=time_scale)
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -323,7 +325,9 @@ def run(
         bmc = handle.bmc_settings(config.with_suffix(".bmc-password"))
         partial = config.with_name(config.name + ".partial")  # readers never see half
         partial.write_text(
-            yaml.safe_dump({"kubeconfig": str(path), "bmc": bmc}, sort_keys=False),
+            yaml.safe_dump(
+                {"kubeconfig": str(path), **(settings_extra or {}), "bmc": bmc}, sort_keys=False
+            ),
             encoding="utf-8",
         )
         os.replace(partial, config)

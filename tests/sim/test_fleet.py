@@ -4,13 +4,21 @@ through the simulated API to the real client."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from bot.config import load_settings
 from bot.sim import fleet, running
-from bot.sim.fleet import LEAF, PDU, RACK, ROW, row_name
+from bot.sim.fleet import LEAF, LEVELS, PDU, RACK, ROW, row_name
+from bot.topology import NodeCache
+from tests.sim.waiting import eventually
+from tests.support.cli import Run
 
 
 def test_a_thousand_nodes_in_rows_racks_leaves_and_power_feeds() -> None:
@@ -76,3 +84,38 @@ def test_a_domain_the_fleet_lacks_is_refused_naming_some_it_has() -> None:
         fleet(40).members("row", "zz")
     with pytest.raises(ValueError, match=r"no leaf 'l1'; it has ib-leaf-01, .* \(63 in all\)"):
         fleet().members("leaf", "l1")
+
+
+def test_runbook_bot_sim_fleet_serves_it_with_settings_that_read_its_topology(
+    tmp_path: Path,
+) -> None:
+    kubeconfig = tmp_path / "fleet.kubeconfig"
+    settings_file = tmp_path / "fleet.settings.yaml"
+    command = [sys.executable, "-m", "bot.cli", "sim", "--fleet", "40", "--port", "0"]
+    command += ["--bmc-port", "0", "--kubeconfig", str(kubeconfig), "--time-scale", "0.05"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        eventually(settings_file.exists, timeout=20, what="the sim's settings file")
+        settings = load_settings(settings_file)
+        topology = NodeCache(settings).read()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=5)
+
+    assert process.returncode == 0, err
+    assert "scenario 'fleet-40' with 40 nodes" in out
+    assert [level.model_dump() for level in settings.topology.levels] == LEVELS
+    assert {row: len(nodes) for row, nodes in topology.tree()["row"].items()} == {"a": 32, "b": 8}
+
+
+def test_a_fleet_size_the_sim_cannot_serve_is_a_usage_error(
+    run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run("sim", "--fleet", "0")
+
+    assert exited.value.code == 2
+    assert "'0' is not a fleet size; give 1 to 5000 nodes" in capsys.readouterr().err

@@ -1,8 +1,7 @@
 """The `runbook-bot` command: serve, migrate, look at and move incidents, see the failure
-domains and their incidents, verify logs,
-validate runbooks, decide on and run their steps, silence paging, see and take on-call,
-check the workers; run the demo, rehearse with drills, hash console passwords, show the
-settings.
+domains and their incidents, verify logs, validate runbooks, decide on and run their
+steps, silence paging, see and take on-call, check the workers; run the demo, rehearse
+with drills, hash console passwords, show the settings.
 
 Each command is defined by the module `COMMANDS` names, and only the module of the
 command being run is imported: `runbook-bot --help` loads no database, cluster, chat or

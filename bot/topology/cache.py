@@ -154,7 +154,8 @@ class NodeCache:
     def current(self) -> Topology:
         """The snapshot, at once; listed again first (bounded) only when the watch is
         broken and the snapshot is older than `max_staleness`."""
-        if self.enabled and self._stale() and self._relisting.acquire(blocking=False):
+        stale = self.enabled and not self._stopping.is_set() and self._stale()
+        if stale and self._relisting.acquire(blocking=False):
             if self._stale():
                 self._relist_within(self._timeout)  # releases `_relisting` when done
             else:

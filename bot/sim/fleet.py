@@ -114,7 +114,10 @@ def fleet(
         raise ValueError("rack_size, racks_per_row, racks_per_leaf and nfs_servers are >= 1")
     names = [f"{prefix}{i:04d}" for i in range(1, nodes + 1)]
     per_server = -(-nodes // nfs_servers)
-    layout = Fleet(parse({"name": "empty"}), gpus=gpus)
+    rows: dict[str, list[str]] = {}
+    racks: dict[str, list[str]] = {}
+    leaves: dict[str, list[str]] = {}
+    pdus: dict[str, list[str]] = {}
     pools: list[dict[str, Any]] = []
     for start in range(0, nodes, rack_size):
         rack_index = start // rack_size
@@ -123,12 +126,7 @@ def fleet(
         leaf = f"ib-leaf-{rack_index // racks_per_leaf + 1:02d}"
         pdu = f"pdu-{rack}"
         members = names[start : start + rack_size]
-        for domains, key in (
-            (layout.rows, row),
-            (layout.racks, rack),
-            (layout.leaves, leaf),
-            (layout.pdus, pdu),
-        ):
+        for domains, key in ((rows, row), (racks, rack), (leaves, leaf), (pdus, pdu)):
             domains.setdefault(key, []).extend(members)
         pools.append(
             {
@@ -140,12 +138,14 @@ def fleet(
                 "labels": {ROW: row, RACK: rack, LEAF: leaf, PDU: pdu},
             }
         )
-    for index, start in enumerate(range(0, nodes, per_server), start=1):
-        layout.nfs[nfs_server(index)] = names[start : start + per_server]
+    nfs = {
+        nfs_server(index): names[start : start + per_server]
+        for index, start in enumerate(range(0, nodes, per_server), start=1)
+    }
     data = {
         "name": f"fleet-{nodes}",
-        "description": f"{nodes} GPU nodes in {len(layout.rows)} rows, {len(layout.racks)} "
-        f"racks, {len(layout.leaves)} leaf switches; {len(layout.nfs)} NFS servers",
+        "description": f"{nodes} GPU nodes in {len(rows)} rows, {len(racks)} racks, "
+        f"{len(leaves)} leaf switches; {len(nfs)} NFS servers",
         "termination_grace_seconds": grace_seconds,
         "startup_seconds": startup_seconds,
         "nodes": pools,
@@ -159,16 +159,8 @@ def fleet(
                 "server": server,
                 "path": NFS_EXPORT,
             }
-            for server in layout.nfs
+            for server in nfs
         ],
     }
     scenario = parse(data, source=f"fleet(nodes={nodes})")
-    return Fleet(
-        scenario,
-        rows=layout.rows,
-        racks=layout.racks,
-        leaves=layout.leaves,
-        pdus=layout.pdus,
-        nfs=layout.nfs,
-        gpus=gpus,
-    )
+    return Fleet(scenario, rows=rows, racks=racks, leaves=leaves, pdus=pdus, nfs=nfs, gpus=gpus)

@@ -169,3 +169,21 @@ def test_in_the_simulator_each_event_breaks_what_its_alerts_say(
         ("reader", mounting)
     ]
     assert cluster.machine("gpu-node-0300").gpus[2].present is False
+
+
+def test_notifications_group_alerts_as_an_alertmanager_route_would(layout: Fleet) -> None:
+    from bot.alerts.payload import WebhookPayload
+
+    alerts = storms.rack_power(layout, "a1", now=NOW)
+
+    bodies = storms.notifications(alerts, ["alertname", "node"])
+    by_group = {tuple(sorted(b["groupLabels"].items())): b for b in bodies}
+
+    assert len(bodies) == 3 * 8  # three alert names on each of the rack's 8 nodes
+    ib = by_group[(("alertname", "InfiniBandPortDown"), ("node", "gpu-node-0001"))]
+    assert len(ib["alerts"]) == 4 and ib["commonLabels"]["node"] == "gpu-node-0001"
+    assert "device" not in ib["commonLabels"]  # four HCAs: not common to the group
+    assert ib["groupKey"] == '{}:{alertname="InfiniBandPortDown", node="gpu-node-0001"}'
+    assert {a["status"] for b in bodies for a in b["alerts"]} == {"firing"}
+    assert len({a["fingerprint"] for b in bodies for a in b["alerts"]}) == len(alerts)
+    assert all(WebhookPayload.model_validate(b).alerts for b in bodies)  # what ingest takes

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bot.cli import common
@@ -82,23 +82,21 @@ class Placed:
     storage: list[str]
     domain: str | None = None
     """The domain it is about (a domain incident's, from the incident itself)."""
-    shown_on: list[str] = field(default_factory=list)
 
     @property
     def ref(self) -> str:
         return f"INC-{self.number}"
 
     def label(self) -> str:
-        runbook = self.runbook or "no runbook"
+        """`INC-12 (overheating, domain)`, `INC-14 (ib-partition, 16 nodes)`,
+        `INC-20 (gpu-xid, gpu-node-0003)`."""
         if self.scope == "domain":
-            return f"{self.ref} ({runbook}, domain)"
-        if len(self.nodes) == 1:
-            return f"{self.ref} ({runbook}, {self.nodes[0]})"
-        return (
-            f"{self.ref} ({runbook}, {len(self.nodes)} nodes)"
-            if self.nodes
-            else (f"{self.ref} ({runbook}, no node)")
-        )
+            what = "domain"
+        elif len(self.nodes) == 1:
+            what = self.nodes[0]
+        else:
+            what = f"{len(self.nodes)} nodes" if self.nodes else "no node"
+        return f"{self.ref} ({self.runbook or 'no runbook'}, {what})"
 
     def as_data(self) -> dict[str, Any]:
         return {
@@ -308,7 +306,6 @@ def place(topology: Topology, branches: list[Branch], incidents: Iterable[Placed
             elsewhere.append(incident)
         for name in dict.fromkeys(names):
             on.setdefault(name, []).append(incident)
-            incident.shown_on.append(name)
     return View(branches, on, dict(sorted(storage.items())), elsewhere, total=len(branches))
 
 

@@ -19,6 +19,8 @@ from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bot.durations import Duration
+
 LEVEL_PATTERN = r"^[a-z][a-z0-9_]{0,30}$"
 """A level's name: what `group_by: [domain.row]` and the log say."""
 LABEL_KEY_PATTERN = (
@@ -56,7 +58,7 @@ class TopologySettings(BaseModel):
         default_factory=lambda: ["storage", "server", "mount"], min_length=1, max_length=16
     )
     """Alert labels that name the storage a storage alert is about, tried in order."""
-    max_staleness: timedelta = Field(timedelta(seconds=60))
+    max_staleness: Duration = Field(timedelta(seconds=60))
     """How old the cached node labels may grow when the watch is broken before they are
     listed again (the watch keeps them current otherwise)."""
 

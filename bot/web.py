@@ -47,6 +47,7 @@ from bot.postmortem.render import Lang
 from bot.runbooks import service as runbooks
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.models import StepRun
+from bot.topology import Topology
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +65,14 @@ def build_app(
     wake_chat: Callable[[], None] | None = None,
     slack: SlackApp | None = None,
     on_console_login: Callable[[str], None] | None = None,
+    topology: Callable[[], Topology] | None = None,
 ) -> Starlette:
     """The app. With `catalog`, opening incidents get their runbook; `wake` tells the
     worker that a step may be ready to run, `wake_chat` the chat sender that an incident's
     log grew. With `slack`, Slack's requests arrive at `/slack/events`. With the console
     on (`console.enabled`), its pages are served at `/`; `on_console_login` is told who
-    logs in to it."""
+    logs in to it. `topology` answers the failure domains now (a `NodeCache`'s
+    `current`; None: every node is its own domain), for ingest to correlate by."""
 
     def open_counts() -> dict[str, int]:
         with db.session() as session:
@@ -358,6 +361,7 @@ def build_app(
         exception_handlers={BotError: _error},
     )
     app.state.metrics = metrics
+    app.state.topology = topology
     return app
 
 

@@ -46,6 +46,7 @@ from bot.runbooks import claims, engine
 from bot.runbooks.claims import Claim
 from bot.runbooks.models import IncidentRunbook
 from bot.runbooks.running import Running
+from bot.topology import Topology
 
 __all__ = ["Claim", "Worker"]
 
@@ -72,6 +73,7 @@ class Worker:
         wake: threading.Event | None = None,
         chat: ChatPager | None = None,
         wake_pagers: threading.Event | None = None,
+        topology: Callable[[], Topology] | None = None,
     ) -> None:
         self.db = db
         self.settings = settings
@@ -84,6 +86,9 @@ class Worker:
         self.chat = chat
         """Where Slack pages and hand-over summaries go (None: no chat configured)."""
         self.wake_pagers = wake_pagers
+        self.topology = topology
+        """The failure domains now (a `NodeCache`'s `current`), for what the engine says
+        about an incident's domain; None: no topology read (every node its own domain)."""
         self.started = clock.now()
         self._beaten: datetime | None = None
         self._handover_checked: datetime | None = None

@@ -1,7 +1,7 @@
-"""The `runbook-bot` command: serve, migrate, look at and move incidents, verify logs,
-validate runbooks, decide on and run their steps, silence paging, see and take on-call,
-check the workers; run the demo, rehearse with drills, hash console passwords, show the
-settings.
+"""The `runbook-bot` command: serve, migrate, look at and move incidents, see the failure
+domains and their incidents, verify logs, validate runbooks, decide on and run their
+steps, silence paging, see and take on-call, check the workers; run the demo, rehearse
+with drills, hash console passwords, show the settings.
 
 Each command is defined by the module `COMMANDS` names, and only the module of the
 command being run is imported: `runbook-bot --help` loads no database, cluster, chat or
@@ -58,6 +58,10 @@ COMMANDS: dict[str, Command] = {
     "action": Command(_ACTIONS, "run one action directly, like kubectl"),
     "validate": Command(_RUNBOOKS, "check runbook files"),
     "schema": Command(_RUNBOOKS, "print the runbook JSON Schema"),
+    "topology": Command(
+        "bot.cli.topology:add_commands",
+        "the failure-domain tree: node counts and incidents per domain",
+    ),
     "steps": Command(_STEPS, "an incident's runbook steps and their approvals"),
     "approve": Command(_STEPS, "approve a step (you need a role in the roles setting)"),
     "skip": Command(_STEPS, "skip a step that waits for a person"),

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from bot.db import Database
     from bot.incidents.log import Actor
     from bot.people import Decider
+    from bot.topology import Topology
 
 
 def say(text: str) -> int:
@@ -95,6 +96,25 @@ def database(
         db.dispose()
 
 
+@contextmanager
+def node_cache(settings: Settings) -> Iterator[Callable[[], Topology] | None]:
+    """The failure domains a long-running process (`serve`, the worker) keeps current: a
+    `NodeCache` listing and watching the nodes while the block runs, when a cluster and
+    `topology.levels` are configured; None otherwise (every node is its own domain)."""
+    from bot.topology import NodeCache
+
+    cache = NodeCache(settings)
+    if not cache.enabled:
+        cache.start()  # logs once why no node is read
+        yield None
+        return
+    cache.start()
+    try:
+        yield cache.current
+    finally:
+        cache.stop()
+
+
 def age(since: datetime) -> str:
     seconds = int((SystemClock().now() - since).total_seconds())
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -146,7 +166,7 @@ def run_workers(
     targets = targets_from(settings.escalation.targets)  # a missing secret fails now
     threads: list[threading.Thread] = []
     wake_pagers = threading.Event()
-    with database(settings, worker=True) as db:
+    with database(settings, worker=True) as db, ExitStack() as stack:
         from bot.chat import Chat
 
         seal_log_heads(db)
@@ -184,7 +204,16 @@ def run_workers(
                 )
         for thread in threads:
             thread.start()
-        worker = Worker(db, settings, SystemClock(), wake=wake, chat=chat, wake_pagers=wake_pagers)
+        topology = stack.enter_context(node_cache(settings))
+        worker = Worker(
+            db,
+            settings,
+            SystemClock(),
+            wake=wake,
+            chat=chat,
+            wake_pagers=wake_pagers,
+            topology=topology,
+        )
         try:
             worker.run_forever(stop)
         finally:

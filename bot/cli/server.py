@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from bot import migrations
@@ -57,7 +58,7 @@ def run_service(
     from bot.people.gaps import gaps
     from bot.web import build_app
 
-    with common.database(settings, migrated=False) as db:
+    with common.database(settings, migrated=False) as db, ExitStack() as stack:
         if settings.is_sqlite:
             migrations.upgrade(db)
         else:
@@ -77,6 +78,7 @@ def run_service(
         chat = worker is not None and settings.slack_enabled
         wake_chat = worker.wake_chat if chat and worker is not None else None
         slack = _slack(settings, db, clock, wake, wake_chat)
+        topology = stack.enter_context(common.node_cache(settings))
         app = build_app(
             settings,
             db,
@@ -86,6 +88,7 @@ def run_service(
             wake_chat=wake_chat,
             slack=slack if settings.slack_mode == "http" else None,
             on_console_login=on_console_login,
+            topology=topology,
         )
         logging.getLogger(__name__).info(
             "listening on http://%s:%s (database %s, %d runbooks, %s)",
@@ -229,9 +232,16 @@ def sim(args: argparse.Namespace, _: Settings) -> int:
 
     from bot import sim
 
-    scenario = args.scenario or Path(sim.__file__).parent / "scenarios" / "gpu-cluster.yaml"
+    scenario: Any = args.scenario or Path(sim.__file__).parent / "scenarios" / "gpu-cluster.yaml"
+    extra: dict[str, Any] = {}
+    if args.fleet is not None:
+        from bot.sim.fleet import LEVELS
+
+        scenario = sim.fleet(args.fleet).scenario
+        extra["topology"] = {"levels": LEVELS}
     sim.run(
         scenario,
+        settings_extra=extra,
         port=args.port,
         kubeconfig_path=args.kubeconfig,
         time_scale=args.time_scale,

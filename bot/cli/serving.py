@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from bot.cli import server
@@ -42,10 +43,18 @@ def add_commands(commands: Any) -> None:
         "kubectl and the bot's actions work against it. Each node's BMC answers Redfish on "
         "a second port. Writes a kubeconfig, and a settings file for `runbook-bot --config`.",
     )
-    sim.add_argument(
+    source = sim.add_mutually_exclusive_group()
+    source.add_argument(
         "--scenario",
         metavar="FILE",
         help="scenario YAML (default: the packaged gpu-cluster scenario)",
+    )
+    source.add_argument(
+        "--fleet",
+        type=_fleet_size,
+        metavar="NODES",
+        help="a fleet of NODES GPU nodes in rows, racks, leaf switches and power feeds, "
+        "with NFS servers (docs/topology.md); its settings file sets `topology`",
     )
     sim.add_argument("--port", type=int, default=6443, help="port on 127.0.0.1 (default 6443)")
     sim.add_argument(
@@ -73,3 +82,9 @@ def add_commands(commands: Any) -> None:
         help="multiply grace periods and start-up delays (0.1 = ten times faster)",
     )
     sim.set_defaults(handler=server.sim)
+
+
+def _fleet_size(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 5000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fleet size; give 1 to 5000 nodes")
+    return int(text)

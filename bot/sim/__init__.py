@@ -14,10 +14,15 @@ on 127.0.0.1 in a thread; `server.run()` is the `runbook-bot sim` command. Given
 their own. Given `Rbac` (`rbac`: the rules shipped RBAC grants a service account), it
 answers that account's token 403 for anything else, as the real API does.
 
+`fleet` lays out a fleet of 1,000 nodes with its failure domains (rows, racks, leaf
+switches, power feeds, NFS servers); `storms` makes those domains fail, in the sim and as
+the alerts Prometheus would send Alertmanager (`storms.push`).
+
 Only `bot.cli` imports this package; it imports nothing above `bot.clock`/`bot.errors`.
 """
 
 from bot.sim.cluster import Cluster, RecordedRequest, Snapshot
+from bot.sim.fleet import Fleet, fleet
 from bot.sim.presets import crowded_node, seed
 from bot.sim.rbac import Rbac
 from bot.sim.redfish import RedfishOptions
@@ -26,6 +31,7 @@ from bot.sim.server import SimHandle, run, running
 
 __all__ = [
     "Cluster",
+    "Fleet",
     "Rbac",
     "RecordedRequest",
     "RedfishOptions",
@@ -34,6 +40,7 @@ __all__ = [
     "SimHandle",
     "Snapshot",
     "crowded_node",
+    "fleet",
     "load",
     "run",
     "running",

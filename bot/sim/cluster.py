@@ -19,7 +19,7 @@ from bot.sim import hardware, kinds, manifests, pods, seeding
 from bot.sim.kinds import NODE, POD, Kind
 from bot.sim.scenario import Command, Scenario
 from bot.sim.status import ApiError, reason_for
-from bot.sim.store import Store
+from bot.sim.store import HISTORY, Store
 
 Obj = dict[str, Any]
 
@@ -106,7 +106,12 @@ class Bookkeeping:
 
 class Cluster:
     def __init__(
-        self, scenario: Scenario, *, time_scale: float = 1.0, clock: Clock | None = None
+        self,
+        scenario: Scenario,
+        *,
+        time_scale: float = 1.0,
+        clock: Clock | None = None,
+        history: int = HISTORY,
     ) -> None:
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
@@ -115,7 +120,7 @@ class Cluster:
         self.clock: Clock = clock or SystemClock()
         self.lock = threading.RLock()
         self.stopping = threading.Event()  # set on shutdown: open watches end
-        self.store = Store()
+        self.store = Store(history=history)  # how far back watches can resume
         self.books = Bookkeeping()
         self.commands: list[Command] = list(scenario.commands)
         self.static_pods = list(scenario.static_pods)
@@ -281,6 +286,15 @@ class Cluster:
 
         with self.lock:
             hardware.request_power(self, node, action, time.monotonic())
+
+    def label_nodes(self, labels: dict[str, dict[str, str]]) -> None:
+        """Set labels on nodes (node -> label -> value) at once: no watch event comes in
+        between, as when a controller relabels a batch faster than a watcher reads."""
+        with self.lock:
+            for name, changed in labels.items():
+                node = self.store.get(NODE, None, name)
+                node["metadata"].setdefault("labels", {}).update(changed)
+                self.store.write(NODE, node)
 
     def remove_node(self, name: str) -> None:
         """Delete the Node; pod garbage collection then removes the pods bound to it."""

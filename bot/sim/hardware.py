@@ -81,6 +81,11 @@ def _uuid(seed: str) -> str:
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+def gpu_uuid(node: str, index: int) -> str:
+    """The UUID of GPU `index` of `node`'s machine (what dcgm-exporter's `UUID` label says)."""
+    return _uuid(f"{node}/{index}")
+
+
 def build(
     scenario: Scenario, gpus_by_node: dict[str, tuple[int, str]], now: datetime
 ) -> dict[str, Machine]:
@@ -91,7 +96,7 @@ def build(
         gpus = [
             Gpu(
                 index=i,
-                uuid=_uuid(f"{node}/{i}"),
+                uuid=gpu_uuid(node, i),
                 serial=str(int(_hex(f"serial/{node}/{i}", 10), 16))[:13],
                 pci_bus_id=f"00000000:{(0x18 + 0x10 * i) % 256:02X}:00.0",
             )

@@ -86,7 +86,8 @@ def node(
     }
     if gpus:
         capacity[GPU] = str(gpus)
-    spec: Obj = {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]}
+    cidr = f"10.{244 + index // 256}.{index % 256}.0/24"  # distinct for up to 2,800 nodes
+    spec: Obj = {"podCIDR": cidr, "podCIDRs": [cidr]}
     spec["providerID"] = f"sim://{name}"
     if taints:
         spec["taints"] = taints

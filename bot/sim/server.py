@@ -32,6 +32,7 @@ from bot.sim.kubelet import Kubelet
 from bot.sim.rbac import Rbac
 from bot.sim.redfish import BmcRequest, RedfishOptions, RedfishService
 from bot.sim.scenario import Scenario
+from bot.sim.store import HISTORY
 
 CONTEXT = "runbook-bot-sim"
 DUMMY_TOKEN = "runbook-bot-sim-token"  # the admin's token (any token without RBAC); no secret
@@ -229,11 +230,13 @@ def running(
     time_scale: float = 1.0,
     redfish: RedfishOptions | None = None,
     rbac: Rbac | None = None,
+    history: int = HISTORY,
 ) -> Iterator[SimHandle]:
     """Serve a scenario on 127.0.0.1 (a kernel-chosen port) until the block ends; with
     `redfish`, serve the machines' BMCs too, on a port of their own; with `rbac`, hold
-    that service account's token to its rules (the handle's clients use it)."""
-    cluster = Cluster(_as_scenario(source), time_scale=time_scale)
+    that service account's token to its rules (the handle's clients use it). `history`
+    is how many changes watches can resume across (then 410 Expired)."""
+    cluster = Cluster(_as_scenario(source), time_scale=time_scale, history=history)
     servers: list[_Serving] = []
     kubelet = Kubelet(cluster)
     started = False
@@ -277,7 +280,7 @@ def running(
 
 
 def run(
-    scenario_path: str | Path,
+    scenario_path: str | Path | Scenario,
     *,
     host: str = "127.0.0.1",
     port: int = 6443,
@@ -285,14 +288,16 @@ def run(
     time_scale: float = 1.0,
     bmc_port: int | None = 6624,
     settings_path: str | Path | None = None,
+    settings_extra: dict[str, Any] | None = None,
 ) -> None:
     """Serve a scenario until interrupted (Ctrl-C), announcing how to reach it.
 
     With `bmc_port`, the machines' BMCs answer Redfish there (plain HTTP on loopback, a
     password made for this run), and `settings_path` gets a settings file pointing the bot
-    at the cluster and its BMCs, for `runbook-bot --config`.
+    at the cluster and its BMCs, for `runbook-bot --config`, with `settings_extra` in it
+    too (a fleet's `topology`).
     """
-    cluster = Cluster(scenarios.load(scenario_path), time_scale=time_scale)
+    cluster = Cluster(_as_scenario(scenario_path), time_scale=time_scale)
     sock = _bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -320,7 +325,9 @@ def run(
         bmc = handle.bmc_settings(config.with_suffix(".bmc-password"))
         partial = config.with_name(config.name + ".partial")  # readers never see half
         partial.write_text(
-            yaml.safe_dump({"kubeconfig": str(path), "bmc": bmc}, sort_keys=False),
+            yaml.safe_dump(
+                {"kubeconfig": str(path), **(settings_extra or {}), "bmc": bmc}, sort_keys=False
+            ),
             encoding="utf-8",
         )
         os.replace(partial, config)

@@ -46,6 +46,7 @@ NEEDED: dict[tuple[str, str, str, str], str] = {
     # (scope, API group, resource, verb): a client call in bot/ that needs it.
     ("cluster", "", "nodes", "get"): "read_node",
     ("cluster", "", "nodes", "list"): "list_node",
+    ("cluster", "", "nodes", "watch"): "list_node",  # the topology cache's watch.Watch
     ("cluster", "", "nodes", "patch"): "patch_node",
     ("cluster", "", "pods", "get"): "read_namespaced_pod",
     ("cluster", "", "pods", "list"): "list_pod_for_all_namespaces",
@@ -110,7 +111,9 @@ def test_nothing_is_granted_by_wildcard_nor_on_secrets_configmaps_or_rbac() -> N
 
     assert rules and "*" not in words
     assert not {"secrets", "configmaps", "serviceaccounts", "roles", "clusterroles"} & words
-    assert not {"escalate", "bind", "impersonate", "watch", "update"} & words
+    assert not {"escalate", "bind", "impersonate", "update"} & words
+    watched = {(group, resource) for _, group, resource, verb in granted if verb == "watch"}
+    assert watched == {("", "nodes")}  # the topology cache's; nothing else is watched
     assert {scope for scope, *_ in granted} == {"cluster", "runbook-bot"}
 
 

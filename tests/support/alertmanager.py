@@ -44,12 +44,13 @@ def require_binary() -> None:
     )
 
 
-def config(webhook_url: str, token: str) -> dict[str, Any]:
-    """An alertmanager.yml routing everything to our bot, grouped and timed for tests."""
+def config(webhook_url: str, token: str, group_by: list[str] | None = None) -> dict[str, Any]:
+    """An alertmanager.yml routing everything to our bot, grouped (by default by alertname
+    and Hostname) and timed for tests."""
     return {
         "route": {
             "receiver": RECEIVER,
-            "group_by": ["alertname", "Hostname"],
+            "group_by": group_by or ["alertname", "Hostname"],
             "group_wait": "0s",
             "group_interval": "1s",
             "repeat_interval": "1h",
@@ -155,12 +156,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def running(webhook_url: str, token: str, workdir: Path) -> Iterator[Alertmanager]:
-    """Run Alertmanager on 127.0.0.1 notifying `webhook_url` with bearer `token`."""
+def running(
+    webhook_url: str, token: str, workdir: Path, *, group_by: list[str] | None = None
+) -> Iterator[Alertmanager]:
+    """Run Alertmanager on 127.0.0.1 notifying `webhook_url` with bearer `token`, its
+    route grouping by `group_by` (default alertname and Hostname)."""
     require_binary()
     workdir.mkdir(parents=True, exist_ok=True)
     config_file = workdir / "alertmanager.yml"
-    config_file.write_text(yaml.safe_dump(config(webhook_url, token), sort_keys=False))
+    document = config(webhook_url, token, group_by)
+    config_file.write_text(yaml.safe_dump(document, sort_keys=False))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [

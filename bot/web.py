@@ -47,6 +47,7 @@ from bot.postmortem.render import Lang
 from bot.runbooks import service as runbooks
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.models import StepRun
+from bot.topology import Topology
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +65,14 @@ def build_app(
     wake_chat: Callable[[], None] | None = None,
     slack: SlackApp | None = None,
     on_console_login: Callable[[str], None] | None = None,
+    topology: Callable[[], Topology] | None = None,
 ) -> Starlette:
     """The app. With `catalog`, opening incidents get their runbook; `wake` tells the
     worker that a step may be ready to run, `wake_chat` the chat sender that an incident's
-    log grew. With `slack`, Slack's requests arrive at `/slack/events`. With the console
-    on (`console.enabled`), its pages are served at `/`; `on_console_login` is told who
-    logs in to it."""
+    log grew. `topology` gives the current failure-domain snapshot correlation reads
+    (None: every node its own domain). With `slack`, Slack's requests arrive at
+    `/slack/events`. With the console on (`console.enabled`), its pages are served at
+    `/`; `on_console_login` is told who logs in to it."""
 
     def open_counts() -> dict[str, int]:
         with db.session() as session:
@@ -121,6 +124,8 @@ def build_app(
                 reopen_window=settings.reopen_window,
                 catalog=catalog,
                 escalation=frozen,
+                topology=topology() if topology is not None else None,
+                settings=settings,
             ),
             limiter=ingest_slots(),
         )

@@ -39,12 +39,20 @@ OVERHEATING = """\
     steps:
       - id: facility
         title: Call the facility about the row's cooling
-        manual: Call the facility (cooling of {{ incident.domain.name if incident.domain else '' }})
+        manual: Call the facility about the row's cooling
         when: "incident.scope == 'domain'"
       - id: status
         title: Node status
         action: k8s.node_status
         with: {node: "{{ facts.node }}"}
+      - id: cordon
+        title: Cordon
+        action: k8s.cordon
+        with:
+          node: "{{ facts.node }}"
+          reason: >-
+            hot {{ incident.domain.name ~ ' of ' ~ incident.domain.size
+            if incident.domain else 'node' }}
 """
 
 NODE_DOWN = """\
@@ -130,7 +138,8 @@ class Fleet(Rig):
         self.snapshot: Topology | None = topology({"a": 32, "b": 32})
 
     def hot(self, nodes: list[str], **extra: str) -> list[dict[str, Any]]:
-        return [self.alert(n, "GPUTemperatureHigh", severity="warning", **extra) for n in nodes]
+        extra.setdefault("severity", "warning")
+        return [self.alert(n, "GPUTemperatureHigh", **extra) for n in nodes]
 
     def alert(self, host: str, alertname: str, **labels: str) -> dict[str, Any]:
         labels.setdefault("severity", "critical")
@@ -139,9 +148,7 @@ class Fleet(Rig):
     def post(self, alerts: list[dict[str, Any]], **group: str) -> ingest.IngestResult:
         """One notification, grouped as Alertmanager would by `group` (default: the first
         alert's alertname and Hostname), through the real ingest as the webhook calls it."""
-        first = alerts[0]["labels"]
         body = notification(alerts, group=group or None)
-        del first
         result = ingest.ingest(
             self.db,
             WebhookPayload.model_validate(body),

@@ -91,7 +91,19 @@ def freeze(
 ) -> Freeze:
     """Render the runbook's facts for `incident`: no I/O, so ingest can run it, catching a
     runbook bug, before it writes anything. The document must be stored (`versions`)."""
-    runbook = loaded.runbook
+    return freeze_stored(incident, labels, annotations, loaded.runbook, loaded.digest, now)
+
+
+def freeze_stored(
+    incident: Incident,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    runbook: Runbook,
+    digest: str,
+    now: datetime,
+) -> Freeze:
+    """`freeze` for a runbook document already stored under `digest` (an incident split
+    off another follows the other's runbook version)."""
     facts: dict[str, str] = {}
     failed: list[tuple[str, str]] = []
     for name, template in runbook.facts.items():
@@ -104,7 +116,7 @@ def freeze(
         "incident_number": incident.number,
         "runbook_id": runbook.id,
         "runbook_version": runbook.version,
-        "runbook_digest": loaded.digest,
+        "runbook_digest": digest,
         "facts": facts,
         "labels": dict(labels),
         "annotations": dict(annotations),
@@ -116,7 +128,7 @@ def freeze(
         {
             "runbook": runbook.id,
             "version": runbook.version,
-            "digest": loaded.digest,
+            "digest": digest,
             "facts": facts,
         },
     )

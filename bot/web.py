@@ -129,8 +129,10 @@ def build_app(
             ),
             limiter=ingest_slots(),
         )
-        if (result.runbook is not None or result.opened or result.reopened) and wake:
-            wake()  # the worker proposes the first steps and pages the first level
+        if (
+            result.runbook is not None or result.opened or result.reopened or result.grown
+        ) and wake:
+            wake()  # the worker proposes first (or re-planned) steps, pages the first level
         if result.logged and wake_chat is not None:
             wake_chat()  # the card and its thread follow the log
         metrics.ingest_seconds.observe(elapsed())

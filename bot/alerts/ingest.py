@@ -213,10 +213,23 @@ def ingest(
 
     result = combined([one(part) for part in pieces])
     if result.grown and settings is not None:
-        with db.transaction() as session:
-            for number in result.grown:
-                engine.replan(session, number, clock.now(), settings)
+        _replan(db, result.grown, clock, settings)
     return result
+
+
+def _replan(db: Database, grown: list[int], clock: Clock, settings: Settings) -> None:
+    """Re-plan incidents that grew, each in a transaction of its own after the alerts are
+    committed (runs are locked before the incident row there, the engine's order). A
+    failure is logged, never the webhook's: the alerts are stored."""
+    for number in grown:
+        try:
+            with db.transaction() as session:
+                engine.replan(session, number, clock.now(), settings)
+        except Exception:
+            error_id = uuid.uuid4().hex[:8]
+            logger.exception(
+                "INC-%s: re-planning after it grew failed (error id %s)", number, error_id
+            )
 
 
 def _lost_race(exc: BaseException) -> bool:

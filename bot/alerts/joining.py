@@ -219,11 +219,9 @@ def correlated(
     for alert in alerts:
         by_node.setdefault(ctx.node(payload, alert), []).append(alert)
     # 3. a node a person split off keeps its own incident
-    for node in list(by_node):
-        own = grouping.latest_of_group(ctx.session, key.node_digest(node))
-        if own is not None and Status(own.status).active and own.correlation_key is None:
-            for alert in by_node.pop(node):
-                ctx.land(own, alert)
+    for node, own in _split_off(ctx, key, list(by_node)).items():
+        for alert in by_node.pop(node):
+            ctx.land(own, alert)
     if not by_node:
         return
     nodes = sorted(n for n in by_node if n is not None)
@@ -304,6 +302,24 @@ def correlated(
     # 7. each node's own incident
     for node, node_alerts in by_node.items():
         _node_incident(ctx, payload, node, node_alerts, key)
+
+
+def _split_off(ctx: Context, key: Key, nodes: list[str | None]) -> dict[str | None, Incident]:
+    """The open node incidents people split off for these nodes (no correlation key), in
+    one query however many nodes the part names."""
+    digests = {key.node_digest(node): node for node in nodes}
+    stmt = (
+        select(Incident)
+        .where(
+            Incident.group_hash.in_(list(digests)),
+            Incident.status.in_(ACTIVE_STATUSES),
+            Incident.scope == NODE_SCOPE,
+            Incident.correlation_key.is_(None),
+        )
+        .order_by(Incident.number)
+        .with_for_update()
+    )
+    return {digests[own.group_hash]: own for own in ctx.session.scalars(stmt)}
 
 
 def _join(

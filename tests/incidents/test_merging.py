@@ -7,12 +7,15 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from bot.chat import cards, wording
+from bot.chat.slack import blocks
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.runbooks.models import StepRun
 from tests.alerts.fleet import Fleet, node
+from tests.support.cli import Run
 
 
 def test_a_rack_that_lost_power_is_one_node_down_incident_with_its_fabric_alerts_as_symptoms(
@@ -170,3 +173,41 @@ def test_growth_supersedes_a_proposal_whose_parameters_changed_and_asks_again(
     assert fleet.approvals(first.incident, "cordon") == []
     superseded = [e for e in fleet.entries(first.incident, "step.expired") if e.get("superseded")]
     assert superseded[0]["why"] == "its parameters render differently now"
+
+
+def test_the_card_says_the_domain_the_node_count_merges_and_symptoms(
+    db: Database, clock: FrozenClock, tmp_path: Path
+) -> None:
+    fleet = Fleet(db, clock, tmp_path)
+    rack = [node("a", i) for i in range(8)]
+    early = fleet.post([fleet.alert(rack[0], "InfiniBandPortDown")])
+    down = fleet.post(
+        [fleet.alert(n, "KubeNodeNotReady") for n in rack], alertname="KubeNodeNotReady"
+    )
+    fleet.post([fleet.alert(n, "InfiniBandPortDown") for n in rack[1:3]])
+
+    with db.session() as session:
+        cause = cards.card(session, down.incident, clock.now())
+        merged = cards.card(session, early.incident, clock.now())
+
+    assert (
+        wording.scope_line(cause)
+        == "rack/a1 · 8 nodes · 3 ib-partition alerts attached as symptoms"
+    )
+    assert wording.scope_line(merged) == f"merged into INC-{down.incident}"
+    _, blocks_of_cause = blocks.card(cause)
+    assert "rack/a1 · 8 nodes" in str(blocks_of_cause)
+    _, blocks_of_merged = blocks.card(merged)
+    assert f"merged into INC-{down.incident}" in str(blocks_of_merged)
+
+
+def test_incidents_show_says_the_scope(
+    db: Database, clock: FrozenClock, tmp_path: Path, on_db: str, run: Run
+) -> None:
+    fleet = Fleet(db, clock, tmp_path)
+    opened = fleet.post(fleet.hot([node("a", i) for i in range(3)]), alertname="GPUTemperatureHigh")
+
+    code, out, _ = run("incidents", "show", f"INC-{opened.incident}")
+
+    assert code == 0
+    assert "Scope:     row/a · 3 nodes\n" in out

@@ -1,15 +1,25 @@
 """The Alertmanager webhook contract and intake.
 
 A POST passes `webhook` (credentials, size, content type, schema into `payload` models),
-then `ingest` stores it: alerts of runbooks that correlate by failure domain are split
-by `correlation` key and each key's part lands where `joining` says (a node incident, the
-domain's, a cause's as symptoms), the rest as one transaction where `grouping` picks or
-opens the incident (Alertmanager's group); `staging` collects the alert and log rows and
-writes them in a few statements. Only after the commits does the web layer answer 200.
-`splitting` is a person splitting nodes back out of a domain incident.
+then `ingest` stores it. Alerts of runbooks that correlate by failure domain are split by
+`correlation` key; each key's part lands where `joining` says (a node incident, or the
+domain's) or on a cause's incident as `symptoms`, collected per incident in `landing`.
+The rest is one transaction where `grouping` picks or opens the incident (Alertmanager's
+group). `staging` collects the alert and log rows and writes them in a few statements.
+Only after the commits does the web layer answer 200. `splitting` is a person splitting
+nodes back out of a domain incident.
 """
 
-from bot.alerts import correlation, ingest, joining, payload, splitting, webhook
+from bot.alerts import (
+    correlation,
+    ingest,
+    joining,
+    landing,
+    payload,
+    splitting,
+    symptoms,
+    webhook,
+)
 from bot.alerts.ingest import IngestResult
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 
@@ -20,7 +30,9 @@ __all__ = [
     "correlation",
     "ingest",
     "joining",
+    "landing",
     "payload",
     "splitting",
+    "symptoms",
     "webhook",
 ]

@@ -33,7 +33,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from bot import retrying
-from bot.alerts import correlation, grouping, joining, staging
+from bot.alerts import correlation, grouping, joining, landing, staging, symptoms
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 from bot.clock import Clock
 from bot.config import Settings
@@ -174,7 +174,7 @@ def ingest(
                 if part.key is None:
                     if db.is_postgres:
                         _lock(session, group_hash(part.payload.group_key, drill_of(part.payload)))
-                    rest = _symptoms_first(session, part, now, reopen_window, escalation, ctx_of)
+                    rest = _symptoms_first(session, part, now, escalation, ctx_of)
                     if rest.payload is None:
                         return rest.result
                     plain = _ingest(
@@ -183,10 +183,10 @@ def ingest(
                     return combined([plain, *([rest.result] if rest.landed else [])])
                 if db.is_postgres:
                     _lock(session, part.key.digest)
-                return _correlated(session, part, now, reopen_window, escalation, ctx_of)
+                return _correlated(session, part, now, escalation, ctx_of)
 
-        def ctx_of(session: Session, now: datetime) -> joining.Context:
-            return joining.Context(
+        def ctx_of(session: Session, now: datetime) -> landing.Context:
+            return landing.Context(
                 session,
                 now,
                 reopen_window,
@@ -272,9 +272,8 @@ def _symptoms_first(
     session: Session,
     part: correlation.Part,
     now: datetime,
-    window: timedelta,
     escalation: dict[str, Any] | None,
-    ctx_of: Callable[[Session, datetime], joining.Context],
+    ctx_of: Callable[[Session, datetime], landing.Context],
 ) -> _Rest:
     """Attach the part's new alerts that are symptoms of a cause's domain incident to it;
     the rest is ingested as today."""
@@ -287,7 +286,7 @@ def _symptoms_first(
         return nothing
     known = staging.known_instances(session, part.payload.alerts)
     fresh = [a for a in part.payload.alerts if (a.fingerprint, a.starts_at) not in known]
-    joining.symptoms(ctx, part.payload, fresh, runbook)
+    symptoms.attach(ctx, part.payload, fresh, runbook)
     if not ctx.landings:
         return nothing
     attached = {id(a) for landing in ctx.landings.values() for a in landing.alerts}
@@ -301,9 +300,8 @@ def _correlated(
     session: Session,
     part: correlation.Part,
     now: datetime,
-    window: timedelta,
     escalation: dict[str, Any] | None,
-    ctx_of: Callable[[Session, datetime], joining.Context],
+    ctx_of: Callable[[Session, datetime], landing.Context],
 ) -> IngestResult:
     """One correlation key's alerts, under its lock: `joining` chooses, then each
     incident's share is written."""
@@ -311,7 +309,7 @@ def _correlated(
     ctx = ctx_of(session, now)
     known = staging.known_instances(session, part.payload.alerts)
     fresh = joining.held(ctx, part.payload, known)
-    fresh = joining.symptoms(ctx, part.payload, fresh, part.loaded.runbook.id)
+    fresh = symptoms.attach(ctx, part.payload, fresh, part.loaded.runbook.id)
     if fresh:
         joining.correlated(ctx, part, fresh, part.loaded, part.key)
     return _land_all(session, ctx, part, now, escalation, known)
@@ -319,35 +317,35 @@ def _correlated(
 
 def _land_all(
     session: Session,
-    ctx: joining.Context,
+    ctx: landing.Context,
     part: correlation.Part,
     now: datetime,
     escalation: dict[str, Any] | None,
     known: dict[staging.Key, staging.Known],
 ) -> IngestResult:
     results: list[IngestResult] = []
-    for landing in ctx.landings.values():
-        if not landing.alerts:  # grown, its entries written already
-            results.append(IngestResult(landing.incident.number, logged=True))
+    for one in ctx.landings.values():
+        if not one.alerts:  # grown, its entries written already
+            results.append(IngestResult(one.incident.number, logged=True))
             continue
         result = _land(
             session,
-            landing.writes,
-            part.payload.model_copy(update={"alerts": landing.alerts}),
-            landing.incident,
+            one.writes,
+            part.payload.model_copy(update={"alerts": one.alerts}),
+            one.incident,
             now,
             ctx.actor,
             known,
-            opened=landing.opened,
-            reopened=landing.reopened,
-            loaded=part.loaded if landing.opened else None,
+            opened=one.opened,
+            reopened=one.reopened,
+            loaded=part.loaded if one.opened else None,
             escalation=escalation,
             truncated=part.key is None,
-            symptom=landing.symptom,
+            symptom=one.symptom,
             domains=ctx.settings,
         )
-        if landing.grown:
-            result.grown = [landing.incident.number]
+        if one.grown:
+            result.grown = [one.incident.number]
             result.logged = True
         results.append(result)
     return combined(results)

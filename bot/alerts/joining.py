@@ -19,90 +19,27 @@ When a domain incident forms (5, 6), active incidents of runbooks ranked after i
 it as symptoms. A merged incident is resolved with `merged_into`, its escalation stopped
 and its open steps cancelled.
 
-The result is a list of `Landing`s: an incident and the alerts that land on it; ingest
-stages and writes them.
+Step 2 and the merging of symptoms are `symptoms`'; what lands where is collected in the
+context's `Landing`s (`landing`), which ingest stages and writes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-from bot.alerts import grouping, staging
-from bot.alerts.correlation import Key, Part, correlation_of, labels_of
+from bot.alerts import grouping, landing, staging, symptoms
+from bot.alerts.correlation import Key, Part
+from bot.alerts.landing import Context, Landing
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 from bot.durations import format_duration
-from bot.escalation import ladder
 from bot.incidents import log, merging
 from bot.incidents import service as incidents
 from bot.incidents.lifecycle import Status
 from bot.incidents.models import ACTIVE_STATUSES, DOMAIN_SCOPE, NODE_SCOPE, Incident
-from bot.runbooks import approvals, engine
-from bot.runbooks.catalog import Catalog
+from bot.runbooks import engine
 from bot.runbooks.loader import LoadedRunbook
-from bot.runbooks.models import IncidentRunbook
-from bot.topology import Domain, Topology, node_of
-from bot.topology_settings import STORAGE, TopologySettings
-
-
-@dataclass
-class Landing:
-    """Alerts that land on one incident, and what choosing it did."""
-
-    incident: Incident
-    writes: staging.Writes
-    alerts: list[WebhookAlert] = field(default_factory=list)
-    opened: bool = False
-    reopened: bool = False
-    symptom: str | None = None
-    """The runbook of alerts attached to another runbook's incident as symptoms."""
-    grown: bool = False
-
-
-@dataclass
-class Context:
-    """What choosing needs besides the part."""
-
-    session: Session
-    now: datetime
-    reopen_window: timedelta
-    settings: TopologySettings
-    topology: Topology
-    causes: Sequence[str]
-    catalog: Catalog | None
-    actor: log.Actor
-    landings: dict[int, Landing] = field(default_factory=dict)
-    _nodes: dict[int, set[str]] = field(default_factory=dict)
-
-    def landing(self, incident: Incident, **how: object) -> Landing:
-        """The incident's landing (made on first use), with `how` set where true."""
-        landing = self.landings.get(incident.number)
-        if landing is None:
-            writes = staging.Writes(key=log.key_of(self.session))
-            landing = self.landings[incident.number] = Landing(incident, writes)
-        for name, value in how.items():
-            if value:
-                setattr(landing, name, value)
-        return landing
-
-    def land(self, incident: Incident, alert: WebhookAlert, **how: object) -> Landing:
-        landing = self.landing(incident, **how)
-        landing.alerts.append(alert)
-        return landing
-
-    def nodes(self, incident: Incident) -> set[str]:
-        """The nodes the incident's stored alerts name (read once per part)."""
-        if incident.number not in self._nodes:
-            found = merging.nodes_of(self.session, incident.number, self.settings.node_labels)
-            self._nodes[incident.number] = set(found)
-        return self._nodes[incident.number]
-
-    def node(self, payload: WebhookPayload, alert: WebhookAlert) -> str | None:
-        return node_of(self.settings, labels_of(payload, alert))
+from bot.topology import Domain
+from bot.topology_settings import STORAGE
 
 
 def held(
@@ -133,77 +70,6 @@ def held(
             reopened = True
         ctx.land(incident, alert, reopened=reopened)
     return fresh
-
-
-def symptoms(
-    ctx: Context, payload: WebhookPayload, alerts: list[WebhookAlert], runbook: str | None
-) -> list[WebhookAlert]:
-    """Attach the alerts that are symptoms of an earlier cause's domain incident to it;
-    return the rest."""
-    if runbook is None or runbook not in ctx.causes:
-        return alerts
-    before = list(ctx.causes[: list(ctx.causes).index(runbook)])
-    if not before:
-        return alerts
-    candidates = _cause_incidents(ctx, before)
-    if not candidates:
-        return alerts
-    rest: list[WebhookAlert] = []
-    for alert in alerts:
-        node = ctx.node(payload, alert)
-        cause = next(
-            (inc for inc, _ in candidates if node and _inside(ctx, inc, node)),
-            None,
-        )
-        if cause is None:
-            rest.append(alert)
-            continue
-        cause = incidents.get(ctx.session, cause.number, lock=True)
-        ctx.land(cause, alert, symptom=runbook)
-    return rest
-
-
-def _cause_incidents(ctx: Context, runbooks: list[str]) -> list[tuple[Incident, str]]:
-    """Active domain incidents of these runbooks opened within their window, most likely
-    cause first."""
-    stmt = (
-        select(Incident, IncidentRunbook.runbook_id)
-        .join(IncidentRunbook, IncidentRunbook.incident_number == Incident.number)
-        .where(
-            Incident.scope == DOMAIN_SCOPE,
-            Incident.status.in_(ACTIVE_STATUSES),
-            Incident.drill.is_(None),
-            IncidentRunbook.runbook_id.in_(runbooks),
-        )
-        .order_by(Incident.number)
-    )
-    found = [
-        (incident, runbook)
-        for incident, runbook in ctx.session.execute(stmt)
-        if incident.opened_at >= ctx.now - _window(ctx, runbook)
-    ]
-    return sorted(found, key=lambda item: runbooks.index(item[1]))
-
-
-def _window(ctx: Context, runbook: str) -> timedelta:
-    loaded = _runbook(ctx.catalog, runbook)
-    correlate = None if loaded is None else correlation_of(loaded.runbook, ctx.settings)
-    return correlate.window if correlate is not None else timedelta(minutes=2)
-
-
-def _runbook(catalog: Catalog | None, runbook: str) -> LoadedRunbook | None:
-    if catalog is None:
-        return None
-    return next((item for item in catalog.runbooks if item.runbook.id == runbook), None)
-
-
-def _inside(ctx: Context, incident: Incident, node: str) -> bool:
-    if incident.domain is None:
-        return False
-    domain = Domain.parse(incident.domain)
-    if domain.level == STORAGE:
-        return node in ctx.nodes(incident)
-    return ctx.topology.contains(domain, node)
 
 
 def correlated(
@@ -268,8 +134,8 @@ def correlated(
                 at=ctx.now,
                 actor=engine.BOT,
             )
-            _merge(ctx, oldest, others, why)
-            _absorb_symptoms(ctx, oldest, loaded.runbook.id)
+            landing.merge(ctx, oldest, others, why)
+            symptoms.absorb(ctx, oldest, loaded.runbook.id)
             ctx.landing(oldest, grown=True)
             _join(ctx, oldest, by_node, loaded)
             return
@@ -297,7 +163,7 @@ def correlated(
         for node_alerts in by_node.values():
             for alert in node_alerts:
                 ctx.land(opened, alert)
-        _absorb_symptoms(ctx, opened, loaded.runbook.id)
+        symptoms.absorb(ctx, opened, loaded.runbook.id)
         return
     # 7. each node's own incident
     for node, node_alerts in by_node.items():
@@ -397,71 +263,6 @@ def _recent_node_incidents(ctx: Context, key: Key) -> list[Incident]:
         .with_for_update()
     )
     return list(ctx.session.scalars(stmt))
-
-
-def _absorb_symptoms(ctx: Context, cause: Incident, runbook: str) -> None:
-    """Merge active incidents of runbooks ranked after `runbook`, opened within the
-    window, whose nodes all lie inside the cause's domain, into it as symptoms."""
-    if runbook not in ctx.causes:
-        return
-    after = list(ctx.causes[list(ctx.causes).index(runbook) + 1 :])
-    if not after:
-        return
-    window = _window(ctx, runbook)
-    stmt = (
-        select(Incident, IncidentRunbook.runbook_id)
-        .join(IncidentRunbook, IncidentRunbook.incident_number == Incident.number)
-        .where(
-            Incident.number != cause.number,
-            Incident.status.in_(ACTIVE_STATUSES),
-            Incident.drill.is_(None),
-            Incident.opened_at >= ctx.now - window,
-            IncidentRunbook.runbook_id.in_(after),
-        )
-        .order_by(Incident.number)
-        .with_for_update(of=Incident)
-    )
-    inside: list[Incident] = []
-    symptom_of: dict[int, str] = {}
-    for incident, other in ctx.session.execute(stmt):
-        nodes = merging.nodes_of(ctx.session, incident.number, ctx.settings.node_labels)
-        if nodes and all(_inside(ctx, cause, n) for n in nodes):
-            inside.append(incident)
-            symptom_of[incident.number] = other
-    if inside:
-        counts = ", ".join(
-            f"{sum(1 for v in symptom_of.values() if v == name)} {name}"
-            for name in sorted(set(symptom_of.values()))
-        )
-        why = f"their nodes lie inside {cause.domain}: {counts} attached as symptoms"
-        _merge(ctx, cause, inside, why, symptom_of=symptom_of)
-
-
-def _merge(
-    ctx: Context,
-    into: Incident,
-    others: list[Incident],
-    why: str,
-    *,
-    symptom_of: dict[int, str] | None = None,
-) -> None:
-    done = merging.merge(
-        ctx.session,
-        into,
-        others,
-        why=why,
-        at=ctx.now,
-        actor=engine.BOT,
-        node_labels=ctx.settings.node_labels,
-        symptom_of=symptom_of,
-    )
-    for other in done:
-        stop = f"merged into {into.ref}"
-        ladder.stopped(ctx.session, other, ctx.now, stop)
-        # After the incident row: runs someone holds are skipped (their claim or approval
-        # then finds the incident resolved and refuses).
-        runs = approvals.open_runs(ctx.session, other.number, skip_locked=True)
-        approvals.cancel_open(ctx.session, other, runs, engine.BOT, ctx.now)
 
 
 def _why(key: Key, nodes: list[str]) -> str:

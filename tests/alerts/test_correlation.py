@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from bot.chat import cards, wording
 from bot.clock import FrozenClock
 from bot.db import Database
 from tests.alerts.fleet import Fleet, node
@@ -73,6 +74,10 @@ def test_a_second_node_within_the_window_grows_the_first_into_the_rows_incident(
     ]
     assert fleet.hosts(first.incident) == [node("a", i) for i in (1, 2, 3)]
     assert len(fleet.incidents()) == 1
+    with fleet.db.session() as session:
+        assert wording.scope_line(cards.card(session, first.incident, clock.now())) == (
+            "row/a · 3 nodes"
+        )
 
 
 def test_two_node_incidents_of_a_row_are_merged_when_a_third_node_makes_the_row(

@@ -66,6 +66,22 @@ def test_a_symptom_outside_the_causes_domain_opens_its_own_incident(
     assert elsewhere.opened and elsewhere.incident != down.incident
 
 
+def test_a_cause_opened_before_the_window_takes_no_symptoms(
+    db: Database, clock: FrozenClock, tmp_path: Path
+) -> None:
+    fleet = Fleet(db, clock, tmp_path)
+    down = fleet.post(
+        [fleet.alert(node("a", i), "KubeNodeNotReady") for i in range(2)],
+        alertname="KubeNodeNotReady",
+    )
+    clock.advance(timedelta(minutes=3))
+
+    later = fleet.post([fleet.alert(node("a", 1), "InfiniBandPortDown")])
+
+    assert later.opened and later.incident != down.incident
+    assert fleet.entries(down.incident, "alert.symptom") == []
+
+
 def test_a_merged_incident_stops_paging_cancels_its_steps_and_its_log_verifies(
     db: Database, clock: FrozenClock, tmp_path: Path
 ) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from bot.chat import cards, wording
 from bot.chat.slack import blocks
 from bot.clock import FrozenClock
@@ -227,3 +229,28 @@ def test_incidents_show_says_the_scope(
 
     assert code == 0
     assert "Scope:     row/a · 3 nodes\n" in out
+
+
+def test_a_merged_incident_is_not_reopened_by_hand(
+    db: Database,
+    clock: FrozenClock,
+    tmp_path: Path,
+    on_db: str,
+    run: Run,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RUNBOOK_BOT_ROLES", '{"alice": ["responder"]}')
+    fleet = Fleet(db, clock, tmp_path)
+    fleet.write(
+        fleet.dir.joinpath("overheating.yaml").read_text().replace("min_nodes: 2", "min_nodes: 3"),
+        "overheating.yaml",
+    )
+    one = fleet.post(fleet.hot([node("a", 1)]))
+    two = fleet.post(fleet.hot([node("a", 2)]))
+    fleet.post(fleet.hot([node("a", 3)]))
+
+    code, _, err = run("incidents", "reopen", f"INC-{two.incident}", "--as", "alice")
+
+    assert code != 0
+    assert f"merged into INC-{one.incident}" in err
+    assert fleet.incident(two.incident).status == "resolved"

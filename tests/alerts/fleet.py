@@ -3,7 +3,6 @@ correlate by row and by storage, and alerts for them, posted through the real in
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from bot.escalation import frozen_policy
 from bot.incidents import service as incidents
 from bot.incidents.models import Alert, Incident
 from bot.topology import Topology
+from bot.topology_settings import TopologySettings
 from bot.worker import Worker
 from tests.runbooks.rig import Rig
 from tests.support.payloads import alert, iso, notification
@@ -112,8 +112,6 @@ def node(row: str, index: int) -> str:
 
 def topology(rows: dict[str, int], racks_of: int = 8) -> Topology:
     """`rows` row -> node count; racks of `racks_of` nodes each (rack `a1`, `a2`, ...)."""
-    from bot.topology_settings import TopologySettings
-
     labels = {
         node(row, i): {ROW: row, RACK: f"{row}{i // racks_of + 1}"}
         for row, count in rows.items()
@@ -187,7 +185,3 @@ class Fleet(Rig):
 
     def summaries(self, number: int, kind: str) -> list[str]:
         return [e.summary for e in self.log(number) if e.type == kind]
-
-
-def at(value: datetime) -> str:
-    return iso(value)

@@ -13,6 +13,7 @@ from bot.chat import cards, wording
 from bot.chat.slack import blocks
 from bot.clock import FrozenClock
 from bot.db import Database
+from bot.escalation.models import EscalationTimer
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.runbooks.models import StepRun
@@ -103,8 +104,6 @@ def test_a_merged_incident_stops_paging_cancels_its_steps_and_its_log_verifies(
     assert run.state == "cancelled"
     assert f"INC-{two.incident} resolved" in run.summary
     with db.session() as session:
-        from bot.escalation.models import EscalationTimer
-
         pending = (
             session.query(EscalationTimer)
             .filter_by(incident_number=two.incident, state="pending")

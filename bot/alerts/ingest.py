@@ -195,6 +195,7 @@ def ingest(
                 causes,
                 catalog,
                 log.Actor.alertmanager(part.payload.receiver),
+                escalation,
             )
 
         def lost(_exc: BaseException, _attempt: int, _seconds: float) -> None:

@@ -19,7 +19,7 @@ When a domain incident forms (5, 6), active incidents of runbooks ranked after i
 it as symptoms. A merged incident is resolved with `merged_into`, its escalation stopped
 and its open steps cancelled.
 
-Step 2 and the merging of symptoms are `symptoms`'; what lands where is collected in the
+Step 2 and merging symptoms live in `symptoms`; what lands where is collected in the
 context's `Landing`s (`landing`), which ingest stages and writes.
 """
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -18,6 +19,7 @@ from bot.alerts.correlation import labels_of
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 from bot.escalation import ladder
 from bot.incidents import log, merging
+from bot.incidents.lifecycle import Severity, Status
 from bot.incidents.models import Incident
 from bot.runbooks import approvals, engine
 from bot.runbooks.catalog import Catalog
@@ -51,6 +53,8 @@ class Context:
     causes: Sequence[str]
     catalog: Catalog | None
     actor: log.Actor
+    escalation: dict[str, Any] | None = None
+    """The frozen escalation policy (`escalation.service.frozen_policy`), when escalating."""
     landings: dict[int, Landing] = field(default_factory=dict)
     _nodes: dict[int, set[str]] = field(default_factory=dict)
 
@@ -89,6 +93,9 @@ def merge(
     *,
     symptom_of: dict[int, str] | None = None,
 ) -> None:
+    """Merge `others` into `into` (`merging.merge`), stop their escalation and cancel
+    their open steps; `into` takes the highest severity among them (its ladder starts
+    again at that severity)."""
     done = merging.merge(
         ctx.session,
         into,
@@ -106,3 +113,26 @@ def merge(
         # then finds the incident resolved and refuses).
         runs = approvals.open_runs(ctx.session, other.number, skip_locked=True)
         approvals.cancel_open(ctx.session, other, runs, engine.BOT, ctx.now)
+    _take_severity(ctx, into, done)
+
+
+def _take_severity(ctx: Context, into: Incident, merged: list[Incident]) -> None:
+    current = Severity(into.severity)
+    highest = max((Severity(o.severity) for o in merged), key=lambda s: s.rank, default=current)
+    if highest.rank <= current.rank:
+        return
+    into.severity = highest
+    log.append(
+        ctx.session,
+        into,
+        at=ctx.now,
+        actor=engine.BOT,
+        type="incident.severity_raised",
+        summary=f"severity raised from {current.value} to {highest.value}: a merged "
+        "incident was that severe",
+        data={"from": current.value, "to": highest.value},
+    )
+    if ctx.escalation is not None and Status(into.status) == Status.OPEN:
+        ladder.restart(
+            ctx.session, into, ctx.now, f"severity raised to {highest.value}", ctx.escalation
+        )

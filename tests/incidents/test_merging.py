@@ -253,3 +253,28 @@ def test_a_merged_incident_is_not_reopened_by_hand(
     assert code != 0
     assert f"merged into INC-{one.incident}" in err
     assert fleet.incident(two.incident).status == "resolved"
+
+
+def test_the_grown_incident_takes_the_severity_of_the_most_severe_merged_one(
+    db: Database, clock: FrozenClock, tmp_path: Path
+) -> None:
+    fleet = Fleet(db, clock, tmp_path)
+    fleet.write(
+        fleet.dir.joinpath("overheating.yaml").read_text().replace("min_nodes: 2", "min_nodes: 3"),
+        "overheating.yaml",
+    )
+    one = fleet.post(fleet.hot([node("a", 1)]))
+    fleet.post(fleet.hot([node("a", 2)], severity="critical"))
+
+    fleet.post(fleet.hot([node("a", 3)]))
+
+    assert fleet.incident(one.incident).severity == "critical"
+    raised = fleet.entries(one.incident, "incident.severity_raised")
+    assert raised == [{"from": "warning", "to": "critical"}]
+    with db.session() as session:
+        pending = (
+            session.query(EscalationTimer)
+            .filter_by(incident_number=one.incident, state="pending")
+            .count()
+        )
+    assert pending == 1  # the critical ladder, from its first level

@@ -4,7 +4,7 @@ others into it, and splitting nodes back out.
 These functions change incident and alert rows and write the log entries in the
 caller's transaction; the caller holds (locks) every incident it passes. Stopping a
 merged incident's escalation and cancelling its steps belong to the rooms above
-(`bot.alerts.joining`, `bot.incidents` cannot import them). Log entries are appended to
+(`bot.alerts.landing`: `bot.incidents` cannot import them). Log entries are appended to
 both sides, never edited, so `log verify` holds on merged incidents.
 """
 

@@ -249,3 +249,18 @@ def test_drill_alerts_never_join_a_real_rows_incident(
     rehearsed = fleet.incident(drill.incident)
     assert (rehearsed.drill, rehearsed.scope) == ("d-1", "node")
     assert fleet.hosts(real.incident) == [node("a", 1), node("a", 2)]
+
+
+def test_a_notification_mixing_runbooks_lands_each_alert_where_its_runbook_says(
+    db: Database, clock: FrozenClock, tmp_path: Path
+) -> None:
+    fleet = _fleet(db, clock, tmp_path)
+    mixed = [alert(host=node("a", 5)), *fleet.hot([node("a", 1), node("a", 2)])]
+
+    result = fleet.post(mixed, alertname="mixed")
+
+    assert result.opened and result.new == 3
+    by_scope = {i.scope: fleet.hosts(i.number) for i in fleet.incidents()}
+    assert by_scope == {"node": [node("a", 5)], "domain": [node("a", 1), node("a", 2)]}
+    plain = next(i for i in fleet.incidents() if i.scope == "node")
+    assert result.incident == plain.number  # the Alertmanager group's part answers first

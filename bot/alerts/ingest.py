@@ -71,7 +71,8 @@ class IngestResult:
     logged: bool = False
     """Whether the incident's log grew (chat has something to show)."""
     grown: list[int] = field(default_factory=list)
-    """Incidents that grew into their domain's (their steps are re-planned)."""
+    """Incidents that grew into their domain's or by nodes of it (their steps are
+    re-planned)."""
 
     def counts(self) -> dict[str, int]:
         return {
@@ -138,7 +139,7 @@ def ingest(
     Alerts of runbooks that correlate by failure domain are split by correlation key
     (`correlation`), each key in a transaction of its own under its lock, and land where
     `joining` says, with `topology` (None: every node its own domain) and `settings`'
-    topology and causes. An incident that grew into its domain's is re-planned
+    topology and causes. An incident that grew (into its domain's, by nodes) is re-planned
     (`engine.replan`) after the commit.
     """
     parts = split_drills(payload)

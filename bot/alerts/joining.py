@@ -204,6 +204,7 @@ def _join(
     together = set(before) | {n for n in by_node if n is not None}
     if incident.domain is not None and len(together) > len(before):
         incident.title = merging.domain_title(_base(loaded), incident.domain, len(together))
+        ctx.landing(incident, grown=True)  # more nodes: its plan is looked at again
 
 
 def _node_incident(

@@ -316,7 +316,7 @@ def context_of(
 
 
 def replan(session: Session, number: int, now: datetime, settings: Settings) -> int:
-    """After the incident grew into its domain's (or took another's alerts): give steps
+    """After the incident grew (into its domain's, or by more nodes of it): give steps
     the bot skipped by `when` a new attempt where `when` is now true, and supersede open
     proposals whose parameters now render differently (new attempt, approvals start
     again). Returns how many runs it changed. See `bot.runbooks.replan`."""

@@ -1,5 +1,5 @@
-"""Re-planning after an incident grew: what the planner decided about a node may be wrong
-about its domain.
+"""Re-planning after an incident grew (into its domain's, or by more nodes of its domain):
+what the planner decided about a node, or a few, may be wrong about the many.
 
 `replan` walks the frozen steps as `advance` does, against the context as it is now
 (`incident.scope` is `domain`, `incident.nodes` many). A step the bot skipped because its
@@ -103,7 +103,7 @@ def _params_changed(step: Step, run: StepRun, context: dict[str, object]) -> boo
 
 
 def _supersede(session: Session, incident: Incident, run: StepRun, now: datetime, why: str) -> None:
-    run.summary = f"superseded: {incident.ref} grew into its domain's incident; {why}"
+    run.summary = f"superseded: {incident.ref} grew ({_scope(incident)}); {why}"
     run.finished_at = now
     engine.transition(
         session,
@@ -112,7 +112,8 @@ def _supersede(session: Session, incident: Incident, run: StepRun, now: datetime
         S.EXPIRED,
         now=now,
         actor=engine.BOT,
-        summary=f"step {run.step_id} proposal superseded: {incident.ref} grew; {why} "
+        summary=f"step {run.step_id} proposal superseded: {incident.ref} grew "
+        f"({_scope(incident)}); {why} "
         "(a new attempt asks for approval again)",
         data={"superseded": True, "why": why},
     )
@@ -129,3 +130,7 @@ def _note(session: Session, incident: Incident, step: Step, run: StepRun, now: d
         f"{incident.ref} is {incident.domain or 'grown'}'s incident",
         data={"step": step.id, "attempt": run.attempt, "run": run.id, "when": step.when},
     )
+
+
+def _scope(incident: Incident) -> str:
+    return f"now {incident.domain}'s incident" if incident.domain else "more nodes"

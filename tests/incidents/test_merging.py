@@ -278,3 +278,24 @@ def test_the_grown_incident_takes_the_severity_of_the_most_severe_merged_one(
             .count()
         )
     assert pending == 1  # the critical ladder, from its first level
+
+
+def test_a_node_joining_the_domain_incident_supersedes_a_proposal_naming_the_node_count(
+    db: Database, clock: FrozenClock, tmp_path: Path
+) -> None:
+    fleet = Fleet(db, clock, tmp_path)
+    fleet.write(
+        CORDON_FIRST.replace("{{ incident.scope }}", "{{ incident.nodes | length }} nodes,"),
+        "overheating.yaml",
+    )
+    opened = fleet.post(fleet.hot([node("a", 1), node("a", 2)]), alertname="GPUTemperatureHigh")
+    fleet.propose()
+    assert fleet.runs(opened.incident)["cordon"].params["reason"] == "2 nodes, row/a of 32"
+
+    joined = fleet.post(fleet.hot([node("a", 3)]))
+
+    assert joined.grown == [opened.incident]
+    runs = fleet.all_runs(opened.incident, "cordon")
+    assert [(r.attempt, r.state) for r in runs] == [(1, "expired"), (2, "awaiting_approval")]
+    assert runs[1].params["reason"] == "3 nodes, row/a of 32"
+    assert "now row/a's incident" in runs[0].summary

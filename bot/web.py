@@ -69,10 +69,10 @@ def build_app(
 ) -> Starlette:
     """The app. With `catalog`, opening incidents get their runbook; `wake` tells the
     worker that a step may be ready to run, `wake_chat` the chat sender that an incident's
-    log grew. `topology` gives the current failure-domain snapshot correlation reads
-    (None: every node its own domain). With `slack`, Slack's requests arrive at
-    `/slack/events`. With the console on (`console.enabled`), its pages are served at
-    `/`; `on_console_login` is told who logs in to it."""
+    log grew. With `slack`, Slack's requests arrive at `/slack/events`. With the console
+    on (`console.enabled`), its pages are served at `/`; `on_console_login` is told who
+    logs in to it. `topology` answers the failure domains now (a `NodeCache`'s
+    `current`; None: every node is its own domain), for ingest to correlate by."""
 
     def open_counts() -> dict[str, int]:
         with db.session() as session:

@@ -9,8 +9,8 @@ comes), so steps still run in order. A proposal whose parameters render differen
 superseded the same way: its new attempt asks for approvals again, since an approval binds
 to the exact parameters. Runs already running are left alone. Everything is logged.
 
-Steps over many nodes (`for_each`) are left to their own re-proposal (`foreach`), which
-binds an approval to the node list.
+Steps over many nodes (`for_each`) are left to the planner's own check of their node list
+(`advance`, which `replan` calls last), since an approval binds to that list.
 """
 
 from __future__ import annotations
@@ -77,6 +77,9 @@ def replan(session: Session, number: int, now: datetime, settings: Settings) -> 
         context["steps"][step.id] = engine.seen(state, run.result, run.summary)
         if not state.terminal and not reopened:
             break
+    # What comes due now (a superseded step proposed again), and the planner's own checks
+    # of open proposals (a step over many nodes whose node list changed).
+    engine.advance(session, number, now, settings)
     return changed
 
 

@@ -86,7 +86,7 @@ def test_a_cause_opened_before_the_window_takes_no_symptoms(
 
 
 def test_a_merged_incident_stops_paging_cancels_its_steps_and_its_log_verifies(
-    db: Database, clock: FrozenClock, tmp_path: Path
+    db: Database, clock: FrozenClock, tmp_path: Path, on_db: str, run: Run
 ) -> None:
     fleet = Fleet(db, clock, tmp_path)
     fleet.write(
@@ -100,9 +100,9 @@ def test_a_merged_incident_stops_paging_cancels_its_steps_and_its_log_verifies(
 
     fleet.post(fleet.hot([node("a", 3)], severity="critical"))
 
-    run = fleet.runs(two.incident)["status"]
-    assert run.state == "cancelled"
-    assert f"INC-{two.incident} resolved" in run.summary
+    cancelled = fleet.runs(two.incident)["status"]
+    assert cancelled.state == "cancelled"
+    assert f"INC-{two.incident} resolved" in cancelled.summary
     with db.session() as session:
         pending = (
             session.query(EscalationTimer)
@@ -113,6 +113,11 @@ def test_a_merged_incident_stops_paging_cancels_its_steps_and_its_log_verifies(
         for number in (one.incident, two.incident):
             incident = incidents.get(session, number)
             assert log.verify(incident, log.entries(session, number), db.log_key) is None
+    assert run("log", "verify") == (
+        0,
+        "log verified: 3 incident(s), every entry intact (hash chain only (no log_key_file))\n",
+        "",
+    )
 
 
 def test_growth_proposes_the_domain_step_its_when_skipped_and_supersedes_later_proposals(

@@ -19,7 +19,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from bot import __version__
 from bot.alerts.payload import WebhookPayload
-from bot.api import models, requests
+from bot.api import models, requests, splits
 
 JSON = "application/json"
 REF = "#/components/schemas/{model}"
@@ -191,6 +191,26 @@ OPERATIONS: tuple[Operation, ...] = (
         models.Decided,
         note="The nodes running finish and no new node starts; the run ends cancelled with "
         "the nodes left listed. 409 when the step is not a running `for_each` step.",
+    ),
+    Operation(
+        "post",
+        "/api/incidents/{number}/split",
+        "Split nodes out of a domain incident, each into a node incident of its own",
+        {
+            200: Reply("Where each node's alerts are now.", splits.SplitDone),
+            400: _error(
+                "The body is not the JSON object described, names someone (`as`), names "
+                "nodes the incident has no alerts of, or every node; `field` says which."
+            ),
+            401: NO_TOKEN,
+            404: NOT_FOUND,
+            409: _error("Refused: no role, or the incident is not an open domain incident."),
+            413: _error(f"The body is larger than {requests.MAX_BODY_BYTES} bytes."),
+            503: UNAVAILABLE,
+        },
+        description="Only a person splits: correlation never merges the nodes back.",
+        body=splits.SplitRequest,
+        security=("personalToken",),
     ),
     Operation(
         "get", "/healthz", "Liveness: the process answers", {200: Reply("Alive.", models.Alive)}

@@ -22,8 +22,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from bot import escalation, inputs, migrations, openapi, people
-from bot.alerts import ingest, webhook
-from bot.api import models
+from bot.alerts import ingest, splitting, webhook
+from bot.api import models, splits
 from bot.api import requests as api_requests
 from bot.chat.console import SecurityHeaders, console_routes
 from bot.chat.slack.app import SlackApp
@@ -124,11 +124,15 @@ def build_app(
                 reopen_window=settings.reopen_window,
                 catalog=catalog,
                 escalation=frozen,
+                topology=topology() if topology is not None else None,
+                settings=settings,
             ),
             limiter=ingest_slots(),
         )
-        if (result.runbook is not None or result.opened or result.reopened) and wake:
-            wake()  # the worker proposes the first steps and pages the first level
+        if (
+            result.runbook is not None or result.opened or result.reopened or result.grown
+        ) and wake:
+            wake()  # the worker proposes first (or re-planned) steps, pages the first level
         if result.logged and wake_chat is not None:
             wake_chat()  # the card and its thread follow the log
         metrics.ingest_seconds.observe(elapsed())
@@ -249,6 +253,29 @@ def build_app(
             wake_chat()
         return run
 
+    async def split_incident(request: Request) -> Response:
+        """Split nodes out of a domain incident, as the token's owner (a role needed)."""
+        who = await decider(request)
+        number = service.parse_ref(request.path_params["number"])
+        body = _parse(await _decision_bytes(request), splits.SplitRequest, who)
+        call = partial(
+            splitting.split,
+            db,
+            number,
+            body.nodes,
+            who=who,
+            reason=body.reason,
+            clock=clock,
+            settings=settings,
+        )
+        done = await run_in_threadpool(call)
+        if wake is not None:
+            wake()  # the new incidents' steps are proposed, their pages armed
+        if wake_chat is not None:
+            wake_chat()  # their cards are posted
+        into = {node: f"INC-{n}" for node, n in done.into.items()}
+        return _answer(splits.SplitDone(incident=done.incident.ref, into=into))
+
     async def postmortem(request: Request) -> Response:
         """The 5-Why draft: `?format=md` (default) as Markdown, `?lang=zh|en`."""
         number = service.parse_ref(request.path_params["number"])
@@ -325,6 +352,7 @@ def build_app(
         Route("/api/incidents/{number}", show_incident, methods=["GET"]),
         Route("/api/incidents/{number}/steps", list_steps, methods=["GET"]),
         Route("/api/incidents/{number}/postmortem", postmortem, methods=["GET"]),
+        Route("/api/incidents/{number}/split", split_incident, methods=["POST"]),
         Route("/api/incidents/{number}/steps/{step}/approve", approve_step, methods=["POST"]),
         Route("/api/incidents/{number}/steps/{step}/skip", decide(runbooks.skip), methods=["POST"]),
         Route(

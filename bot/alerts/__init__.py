@@ -1,13 +1,38 @@
 """The Alertmanager webhook contract and intake.
 
 A POST passes `webhook` (credentials, size, content type, schema into `payload` models),
-then `ingest` stores it as one transaction: `grouping` picks or opens the incident,
-`staging` collects the alert and log rows and writes them in a few statements. Only after
-that commit does the web layer answer 200.
+then `ingest` stores it. Alerts of runbooks that correlate by failure domain are split by
+`correlation` key; each key's part lands where `joining` says (a node incident, or the
+domain's) or on a cause's incident as `symptoms`, collected per incident in `landing`.
+The rest is one transaction where `grouping` picks or opens the incident (Alertmanager's
+group). `staging` collects the alert and log rows and writes them in a few statements.
+Only after the commits does the web layer answer 200. `splitting` is a person splitting
+nodes back out of a domain incident.
 """
 
-from bot.alerts import ingest, payload, webhook
+from bot.alerts import (
+    correlation,
+    ingest,
+    joining,
+    landing,
+    payload,
+    splitting,
+    symptoms,
+    webhook,
+)
 from bot.alerts.ingest import IngestResult
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 
-__all__ = ["IngestResult", "WebhookAlert", "WebhookPayload", "ingest", "payload", "webhook"]
+__all__ = [
+    "IngestResult",
+    "WebhookAlert",
+    "WebhookPayload",
+    "correlation",
+    "ingest",
+    "joining",
+    "landing",
+    "payload",
+    "splitting",
+    "symptoms",
+    "webhook",
+]

@@ -17,7 +17,7 @@ from bot.alerts.payload import WebhookAlert, WebhookPayload
 from bot.alerts.staging import Key, Known, Writes
 from bot.incidents import log, service
 from bot.incidents.lifecycle import Severity, Status
-from bot.incidents.models import ACTIVE_STATUSES, GENESIS, Incident
+from bot.incidents.models import ACTIVE_STATUSES, GENESIS, NODE_SCOPE, Incident
 
 DRILL_TITLE = "[DRILL]"
 """What a drill incident's title starts with, so every card, page and log line shows it."""
@@ -37,9 +37,12 @@ def latest_of_group(session: Session, digest: str) -> Incident | None:
 
 
 def reopens(incident: Incident | None, since: datetime) -> bool:
+    """Whether a fresh firing reopens it: resolved within the window, and not merged
+    (a merged incident's alerts live on in the one it was merged into)."""
     return (
         incident is not None
         and incident.status == Status.RESOLVED
+        and incident.merged_into is None
         and incident.resolved_at is not None
         and incident.resolved_at >= since
     )
@@ -122,15 +125,28 @@ def open_incident(
     previous: int | None,
     *,
     drill: str | None = None,
+    group_key: str | None = None,
+    title: str | None = None,
+    scope: str = NODE_SCOPE,
+    domain: str | None = None,
+    domain_size: int | None = None,
+    correlation_key: str | None = None,
+    why: str | None = None,
 ) -> Incident:
+    """Open an incident for `payload`'s alerts. Correlation gives its own group (`digest`,
+    `group_key`), title, scope and domain, and says `why` a domain incident opened."""
     severity = max((severity_of(a) for a in payload.alerts), key=lambda s: s.rank)
-    title = _title(payload)
+    title = title or _title(payload)
     incident = Incident(
         title=f"{DRILL_TITLE} {title}"[:500] if drill is not None else title,
         drill=drill,
         severity=severity,
         status=Status.OPEN,
-        group_key=payload.group_key,
+        scope=scope,
+        domain=domain,
+        domain_size=domain_size,
+        correlation_key=correlation_key,
+        group_key=group_key or payload.group_key,
         group_hash=digest,
         receiver=payload.receiver,
         group_labels=dict(payload.group_labels),
@@ -159,6 +175,8 @@ def open_incident(
         data["follows"] = f"INC-{previous}"
     if drill is not None:
         data["drill"] = drill
+    if domain is not None:
+        data.update(scope=scope, domain=domain, why=why)
     if unknown:
         data["unknown_severities"] = unknown
     writes.entry(
@@ -167,6 +185,7 @@ def open_incident(
         actor=actor,
         type="incident.opened",
         summary=f"{incident.ref} opened ({severity.value}): {incident.title}"
+        + (f" ({why})" if why else "")
         + (f"; severity label {', '.join(unknown)} read as warning" if unknown else ""),
         data=data,
     )

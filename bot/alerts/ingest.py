@@ -23,18 +23,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import Table, func, insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from bot import retrying
-from bot.alerts import grouping, staging
+from bot.alerts import correlation, grouping, joining, landing, staging, symptoms
 from bot.alerts.payload import WebhookAlert, WebhookPayload
 from bot.clock import Clock
+from bot.config import Settings
 from bot.db import Database
 from bot.escalation import ladder
 from bot.incidents import log, service
@@ -44,11 +46,14 @@ from bot.runbooks import engine, versions
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.loader import LoadedRunbook
 from bot.runbooks.models import IncidentRunbook
+from bot.topology import Topology, node_of
+from bot.topology_settings import TopologySettings
 
 logger = logging.getLogger(__name__)
 
 ATTEMPTS = 3
 FROZEN = cast(Table, IncidentRunbook.__table__)
+DEFAULT_CAUSES: list[str] = Settings.model_fields["causes"].get_default(call_default_factory=True)
 
 
 @dataclass
@@ -65,6 +70,9 @@ class IngestResult:
     """The runbook frozen onto the incident it opened (the worker has steps to propose)."""
     logged: bool = False
     """Whether the incident's log grew (chat has something to show)."""
+    grown: list[int] = field(default_factory=list)
+    """Incidents that grew into their domain's or by nodes of it (their steps are
+    re-planned)."""
 
     def counts(self) -> dict[str, int]:
         return {
@@ -114,6 +122,8 @@ def ingest(
     reopen_window: timedelta,
     catalog: Catalog | None = None,
     escalation: dict[str, Any] | None = None,
+    topology: Topology | None = None,
+    settings: Settings | None = None,
 ) -> IngestResult:
     """Store one notification; return what it did. Retries on a lost uniqueness race.
 
@@ -125,6 +135,12 @@ def ingest(
     With `escalation` (the frozen policy, `escalation.service.frozen_policy`), an incident
     that opens freezes it and arms its first escalation timer; one that reopens or is
     raised to a higher severity starts its ladder again; one that resolves itself stops it.
+
+    Alerts of runbooks that correlate by failure domain are split by correlation key
+    (`correlation`), each key in a transaction of its own under its lock, and land where
+    `joining` says, with `topology` (None: every node its own domain) and `settings`'
+    topology and causes. An incident that grew (into its domain's, by nodes) is re-planned
+    (`engine.replan`) after the commit.
     """
     parts = split_drills(payload)
     if len(parts) > 1:  # never one incident for real and drill alerts
@@ -137,30 +153,233 @@ def ingest(
                 reopen_window=reopen_window,
                 catalog=catalog,
                 escalation=escalation,
+                topology=topology,
+                settings=settings,
             )
             for part in parts
         ]
-        return results[0]
-    loaded = catalog.match(_trigger(payload)[0]) if catalog is not None else None
+        return combined(results)
+    domains = settings.topology if settings is not None else TopologySettings()
+    causes = settings.causes if settings is not None else DEFAULT_CAUSES
+    if drill_of(payload) is not None or catalog is None:
+        pieces = [
+            correlation.Part(payload, catalog.match(_trigger(payload)[0]) if catalog else None)
+        ]
+    else:
+        pieces = correlation.split(payload, catalog, domains, topology)
 
-    def attempt() -> IngestResult:
-        with db.transaction() as session:
-            if db.is_postgres:
-                _lock_group(session, group_hash(payload.group_key, drill_of(payload)))
-            return _ingest(session, payload, clock.now(), reopen_window, loaded, escalation)
+    def one(part: correlation.Part) -> IngestResult:
+        def attempt() -> IngestResult:
+            with db.transaction() as session:
+                now = clock.now()
+                if part.key is None:
+                    if db.is_postgres:
+                        _lock(session, group_hash(part.payload.group_key, drill_of(part.payload)))
+                    rest = _symptoms_first(session, part, now, escalation, ctx_of)
+                    if rest.payload is None:
+                        return rest.result
+                    plain = _ingest(
+                        session, rest.payload, now, reopen_window, part.loaded, escalation
+                    )
+                    return combined([plain, *([rest.result] if rest.landed else [])])
+                if db.is_postgres:
+                    _lock(session, part.key.digest)
+                return _correlated(session, part, now, escalation, ctx_of)
 
-    def lost(_exc: BaseException, _attempt: int, _seconds: float) -> None:
-        logger.info("ingest of group %s lost a race; retrying", payload.group_key[:80])
+        def ctx_of(session: Session, now: datetime) -> landing.Context:
+            return landing.Context(
+                session,
+                now,
+                reopen_window,
+                domains,
+                topology or correlation.NO_TOPOLOGY,
+                causes,
+                catalog,
+                log.Actor.alertmanager(part.payload.receiver),
+                escalation,
+            )
 
-    # Another transaction took a unique key first (the group's active incident, an alert
-    # instance): the next attempt sees what it wrote and joins it.
-    return retrying.call(
-        attempt,
-        attempts=ATTEMPTS,
-        retry_if=lambda exc: isinstance(exc, IntegrityError),
-        wait=retrying.immediately,
-        before_sleep=lost,
-    )
+        def lost(_exc: BaseException, _attempt: int, _seconds: float) -> None:
+            logger.info("ingest of group %s lost a race; retrying", payload.group_key[:80])
+
+        # Another transaction took a unique key first (the group's active incident, an
+        # alert instance): the next attempt sees what it wrote and joins it. PostgreSQL
+        # may also break a lock cycle between a cause's incident and its symptoms'.
+        return retrying.call(
+            attempt,
+            attempts=ATTEMPTS,
+            retry_if=_lost_race,
+            wait=retrying.immediately,
+            before_sleep=lost,
+        )
+
+    result = combined([one(part) for part in pieces])
+    if result.grown and settings is not None:
+        _replan(db, result.grown, clock, settings)
+    return result
+
+
+def _replan(db: Database, grown: list[int], clock: Clock, settings: Settings) -> None:
+    """Re-plan incidents that grew, each in a transaction of its own after the alerts are
+    committed (runs are locked before the incident row there, the engine's order). A
+    failure is logged, never the webhook's: the alerts are stored."""
+    for number in grown:
+        try:
+            with db.transaction() as session:
+                engine.replan(session, number, clock.now(), settings)
+        except Exception:
+            error_id = uuid.uuid4().hex[:8]
+            logger.exception(
+                "INC-%s: re-planning after it grew failed (error id %s)", number, error_id
+            )
+
+
+def _lost_race(exc: BaseException) -> bool:
+    if isinstance(exc, IntegrityError):
+        return True
+    return isinstance(exc, OperationalError) and "deadlock" in str(exc.orig).lower()
+
+
+def combined(results: list[IngestResult]) -> IngestResult:
+    """One result for a notification ingested in parts: the first part's incident, the
+    counts summed, each flag set when any part set it."""
+    first = results[0]
+    if len(results) == 1:
+        return first
+    total = IngestResult(first.incident)
+    for r in results:
+        total.opened |= r.opened
+        total.reopened |= r.reopened
+        total.resolved |= r.resolved
+        total.logged |= r.logged
+        total.new += r.new
+        total.repeats += r.repeats
+        total.resolved_alerts += r.resolved_alerts
+        total.refired += r.refired
+        total.runbook = total.runbook or r.runbook
+        total.grown += [n for n in r.grown if n not in total.grown]
+    return total
+
+
+@dataclass
+class _Rest:
+    """What attaching symptoms left of a part grouped as Alertmanager grouped it."""
+
+    payload: WebhookPayload | None
+    result: IngestResult
+    landed: bool
+
+
+def _symptoms_first(
+    session: Session,
+    part: correlation.Part,
+    now: datetime,
+    escalation: dict[str, Any] | None,
+    ctx_of: Callable[[Session, datetime], landing.Context],
+) -> _Rest:
+    """Attach the part's new alerts that are symptoms of a cause's domain incident to it;
+    the rest is ingested as today."""
+    nothing = _Rest(part.payload, IngestResult(0), False)
+    runbook = part.loaded.runbook.id if part.loaded is not None else None
+    if drill_of(part.payload) is not None or runbook is None:
+        return nothing
+    ctx = ctx_of(session, now)
+    if runbook not in ctx.causes[1:]:
+        return nothing
+    known = staging.known_instances(session, part.payload.alerts)
+    fresh = [a for a in part.payload.alerts if (a.fingerprint, a.starts_at) not in known]
+    symptoms.attach(ctx, part.payload, fresh, runbook)
+    if not ctx.landings:
+        return nothing
+    attached = {id(a) for landing in ctx.landings.values() for a in landing.alerts}
+    result = _land_all(session, ctx, part, now, escalation, known)
+    rest = [a for a in part.payload.alerts if id(a) not in attached]
+    payload = part.payload.model_copy(update={"alerts": rest}) if rest else None
+    return _Rest(payload, result, True)
+
+
+def _correlated(
+    session: Session,
+    part: correlation.Part,
+    now: datetime,
+    escalation: dict[str, Any] | None,
+    ctx_of: Callable[[Session, datetime], landing.Context],
+) -> IngestResult:
+    """One correlation key's alerts, under its lock: `joining` chooses, then each
+    incident's share is written."""
+    assert part.key is not None and part.loaded is not None
+    ctx = ctx_of(session, now)
+    known = staging.known_instances(session, part.payload.alerts)
+    fresh = joining.held(ctx, part.payload, known)
+    fresh = symptoms.attach(ctx, part.payload, fresh, part.loaded.runbook.id)
+    if fresh:
+        joining.correlated(ctx, part, fresh, part.loaded, part.key)
+    return _land_all(session, ctx, part, now, escalation, known)
+
+
+def _land_all(
+    session: Session,
+    ctx: landing.Context,
+    part: correlation.Part,
+    now: datetime,
+    escalation: dict[str, Any] | None,
+    known: dict[staging.Key, staging.Known],
+) -> IngestResult:
+    results: list[IngestResult] = []
+    for one in ctx.landings.values():
+        if not one.alerts:  # grown, its entries written already
+            results.append(IngestResult(one.incident.number, logged=True))
+            continue
+        result = _land(
+            session,
+            one.writes,
+            part.payload.model_copy(update={"alerts": one.alerts}),
+            one.incident,
+            now,
+            ctx.actor,
+            known,
+            opened=one.opened,
+            reopened=one.reopened,
+            loaded=part.loaded if one.opened else None,
+            escalation=escalation,
+            truncated=part.key is None,
+            symptom=one.symptom,
+            domains=ctx.settings,
+        )
+        if one.grown:
+            result.grown = [one.incident.number]
+            result.logged = True
+        results.append(result)
+    return combined(results)
+
+
+def _symptoms(
+    writes: staging.Writes,
+    incident: Incident,
+    payload: WebhookPayload,
+    alerts: list[WebhookAlert],
+    runbook: str,
+    domains: TopologySettings | None,
+    now: datetime,
+    actor: log.Actor,
+) -> None:
+    """Log each alert attached to `incident` as a symptom of its cause (`alert.symptom`)."""
+    for alert in alerts:
+        node = node_of(domains or TopologySettings(), correlation.labels_of(payload, alert))
+        writes.entry(
+            incident,
+            at=now,
+            actor=actor,
+            type="alert.symptom",
+            summary=f"{alert.alertname or 'alert'} ({runbook}) on {node or 'no node'} attached "
+            f"as a symptom of {incident.domain}",
+            data={
+                "runbook": runbook,
+                "alertname": alert.alertname,
+                "node": node,
+                "cause": incident.ref,
+            },
+        )
 
 
 def _trigger(payload: WebhookPayload) -> tuple[dict[str, str], dict[str, str]]:
@@ -207,7 +426,8 @@ def _freeze(
     return True
 
 
-def _lock_group(session: Session, digest: str) -> None:
+def _lock(session: Session, digest: str) -> None:
+    """A transaction-scoped advisory lock on a group's or a correlation key's digest."""
     key = int(digest[:15], 16)  # 60 bits: fits PostgreSQL's signed bigint
     session.execute(select(func.pg_advisory_xact_lock(key)))
 
@@ -247,15 +467,58 @@ def _ingest(
         )
         opened = True
 
+    return _land(
+        session,
+        writes,
+        payload,
+        incident,
+        now,
+        actor,
+        known,
+        opened=opened,
+        reopened=reopened,
+        loaded=loaded,
+        escalation=escalation,
+    )
+
+
+def _land(
+    session: Session,
+    writes: staging.Writes,
+    payload: WebhookPayload,
+    incident: Incident,
+    now: datetime,
+    actor: log.Actor,
+    known: dict[staging.Key, staging.Known],
+    *,
+    opened: bool,
+    reopened: bool,
+    loaded: LoadedRunbook | None,
+    escalation: dict[str, Any] | None,
+    truncated: bool = True,
+    symptom: str | None = None,
+    domains: TopologySettings | None = None,
+) -> IngestResult:
+    """Stage and write the notification's alerts on the incident chosen for them: alert
+    rows and their log entries, severity, truncation, the runbook of one that opened, an
+    incident whose alerts all cleared settled, escalation armed, restarted or stopped.
+    `symptom` names the runbook of alerts attached to another runbook's incident."""
     result = IngestResult(incident.number, opened=opened, reopened=reopened)
     seq = 0 if opened else incident.log_seq
-    arrived = [
-        grouping.severity_of(alert)
+    new = [
+        alert
         for alert in payload.alerts
         if _apply(session, writes, incident, alert, known, now, actor, result)
     ]
+    arrived = [grouping.severity_of(alert) for alert in new]
+    if symptom is not None and new:
+        _symptoms(writes, incident, payload, new, symptom, domains, now, actor)
     raised = _raise_severity(writes, incident, arrived, now, actor)
-    if payload.truncated_alerts and payload.truncated_alerts != incident.truncated_alerts:
+    if (
+        truncated
+        and payload.truncated_alerts
+        and payload.truncated_alerts != incident.truncated_alerts
+    ):
         incident.truncated_alerts = payload.truncated_alerts
         writes.entry(
             incident,
@@ -266,6 +529,8 @@ def _ingest(
             "(max_alerts); the full list is in its /api/v2/alerts",
             data={"truncated_alerts": payload.truncated_alerts},
         )
+    for row in writes.alerts:  # one multi-row INSERT: every row names the same columns
+        row.setdefault("symptom", symptom)
     writes.flush_alerts(session, now)
     if opened and loaded is not None and _freeze(session, writes, payload, incident, loaded, now):
         result.runbook = loaded.runbook.id

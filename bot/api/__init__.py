@@ -5,6 +5,6 @@
 same models, so the document and the wire cannot drift apart.
 """
 
-from bot.api import models, requests
+from bot.api import models, requests, splits
 
-__all__ = ["models", "requests"]
+__all__ = ["models", "requests", "splits"]

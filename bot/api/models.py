@@ -78,6 +78,13 @@ class Incident(Answer):
     alerts_cleared_at: datetime | None
     updated_at: datetime
     drill: str | None
+    scope: Literal["node", "domain"] = Field(
+        description="`domain`: many nodes of one failure domain; `node`: one node (or none)"
+    )
+    domain: str | None = Field(description="a domain incident's domain, e.g. `row/a`")
+    merged_into: str | None = Field(
+        pattern=r"^INC-[0-9]+$", description="the incident this one was merged into"
+    )
 
 
 class IncidentList(Answer):
@@ -97,6 +104,10 @@ class Alert(Answer):
     first_received_at: datetime
     last_received_at: datetime
     receive_count: int = Field(ge=1)
+    symptom: str | None = Field(
+        description="the runbook this alert matched, when it joined its cause's incident "
+        "as a symptom"
+    )
 
 
 class Actor(Answer):

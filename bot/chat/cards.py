@@ -59,6 +59,9 @@ def card(session: Session, number: int, now: datetime, *, console: str | None = 
         disposition=incident.disposition,
         escalation=escalation(session, number),
         url=f"{console.rstrip('/')}/incidents/{number}" if console else None,
+        domain=incident.domain,
+        merged_into=f"INC-{incident.merged_into}" if incident.merged_into is not None else None,
+        symptoms=tuple(Counter(a.symptom for a in alerts if a.symptom is not None).most_common()),
     )
 
 

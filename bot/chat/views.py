@@ -147,6 +147,12 @@ class CardView:
     """A link to the incident (the console page), when the bot knows its public URL."""
     escalation: EscalationView | None = None
     """None when the incident's severity never pages (or it predates escalation)."""
+    domain: str | None = None
+    """A domain incident's failure domain (`row/a`); None for a node incident."""
+    merged_into: str | None = None
+    """`INC-4` when this incident was merged into another."""
+    symptoms: tuple[tuple[str, int], ...] = ()
+    """(runbook, alerts) attached as symptoms of this incident's cause, most first."""
 
     @property
     def active(self) -> bool:

@@ -28,6 +28,20 @@ def utc(at: datetime) -> datetime:
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
+def scope_line(view: CardView) -> str | None:
+    """`row/a · 32 nodes · 3 ib-partition alerts attached as symptoms`, or `merged into
+    INC-4`: the card's scope, short enough for a phone; None for a node incident."""
+    if view.merged_into is not None:
+        return f"merged into {view.merged_into}"
+    parts: list[str] = []
+    if view.domain is not None:
+        count = len(view.nodes)
+        parts.append(f"{view.domain} · {count} node{'s' if count != 1 else ''}")
+    for runbook, alerts in view.symptoms:
+        parts.append(f"{alerts} {runbook} alert{'s' if alerts != 1 else ''} attached as symptoms")
+    return " · ".join(parts) or None
+
+
 def escalation_line(view: CardView) -> str | None:
     """`Escalation: level 2 of 3 paged 03:15 UTC · next: level 3 at 03:45 UTC`, short
     enough for a phone; None when the incident does not escalate or is over."""

@@ -84,6 +84,31 @@ def add_commands(commands: Any) -> None:
         cmd.set_defaults(handler=handler)
     escalation_commands.add_silence(inc)
 
+    split_cmd = inc.add_parser(
+        "split",
+        help="split nodes out of a domain incident, each into a node incident of its own",
+        description="Move the alerts of the named nodes out of a domain incident into a node "
+        "incident each (the same runbook, escalation armed, a card of its own). Correlation "
+        "never merges them back. Needs a role (responder or above); logged with who and why.",
+    )
+    split_cmd.add_argument("incident", metavar="INC-N")
+    split_cmd.add_argument(
+        "--nodes",
+        required=True,
+        action="append",
+        metavar="NODE[,NODE...]",
+        help="the nodes to split out (repeatable or a comma list)",
+    )
+    split_cmd.add_argument(
+        "--as",
+        dest="actor",
+        required=True,
+        metavar="PERSON",
+        help="who decides: a person id of the `people` setting, with a role",
+    )
+    split_cmd.add_argument("--reason", help="why these nodes are a problem of their own")
+    split_cmd.set_defaults(handler=split)
+
     log_cmd = commands.add_parser(
         "log", help="the incident log", description="The append-only incident log."
     )
@@ -162,6 +187,9 @@ def show(args: argparse.Namespace, settings: Settings) -> int:
             f"({common.age(incident.opened_at)} ago)",
             f"Group:     {incident.group_key}",
         ]
+        scope = views.scope_line(incident, alerts, tuple(settings.topology.node_labels))
+        if scope:
+            lines.append(f"Scope:     {scope}")
         if incident.disposition:
             lines.append(f"Disposition: {incident.disposition}")
         if incident.truncated_alerts:
@@ -217,6 +245,25 @@ def reopen(args: argparse.Namespace, settings: Settings) -> int:
 
 def close(args: argparse.Namespace, settings: Settings) -> int:
     return _transition(args, settings, service.close)
+
+
+def split(args: argparse.Namespace, settings: Settings) -> int:
+    from bot.alerts import splitting
+
+    number = service.parse_ref(args.incident)
+    who = common.decider(settings, args.actor)
+    with common.database(settings) as db:
+        done = splitting.split(
+            db,
+            number,
+            common.split(args.nodes),
+            who=who,
+            reason=args.reason,
+            clock=SystemClock(),
+            settings=settings,
+        )
+    moved = ", ".join(f"{node} -> INC-{n}" for node, n in sorted(done.into.items()))
+    return common.say(f"{done.incident.ref}: split {moved}")
 
 
 def log_verify(args: argparse.Namespace, settings: Settings) -> int:

@@ -164,9 +164,8 @@ def active_incidents(session: Session, settings: Settings) -> list[Placed]:
             number=incident.number,
             runbook=runbook,
             severity=str(incident.severity),
-            # corr's columns (migration 0011_failure_domains); absent on older schemas.
-            scope=str(getattr(incident, "scope", None) or "node"),
-            domain=getattr(incident, "domain", None),
+            scope=str(incident.scope),
+            domain=incident.domain,
             nodes=sorted(nodes.get(incident.number, ())),
             storage=sorted(storage.get(incident.number, ())),
         )

@@ -29,6 +29,10 @@ GENESIS = "0" * 64
 """The `prev_hash` of an incident's first log entry."""
 
 
+NODE_SCOPE = "node"
+DOMAIN_SCOPE = "domain"
+"""An incident's `scope`: about one node, or about many nodes of one failure domain."""
+
 DRILL_LABEL = "runbook_bot_drill"
 """The label `runbook-bot drill` puts on its alerts; its value is the drill's id."""
 
@@ -46,6 +50,7 @@ class Incident(Base):
             sqlite_where=text(_ACTIVE_SQL),
         ),
         Index("ix_incidents_status_severity", "status", "severity"),
+        Index("ix_incidents_correlation_key", "correlation_key"),
         # Incidents whose log has entries chat has not taken yet (`announced_seq`): the
         # chat projector's work list, as small as its backlog.
         Index(
@@ -90,6 +95,18 @@ class Incident(Base):
     drill: Mapped[str | None] = mapped_column(String(64))
     """The drill's id when `runbook-bot drill` opened this incident (its alerts carry the
     `runbook_bot_drill` label): every step runs as a dry run, and no real alert joins it."""
+    scope: Mapped[str] = mapped_column(String(16), default=NODE_SCOPE, server_default=NODE_SCOPE)
+    """`node` (about one node, or none) or `domain` (many nodes of one failure domain)."""
+    domain: Mapped[str | None] = mapped_column(String(300))
+    """A domain incident's domain (`row/a`, `storage/nfs-01`); None for a node incident."""
+    domain_size: Mapped[int | None] = mapped_column(Integer)
+    """The domain's member count in the topology when the incident became the domain's
+    (None for a storage domain: its size is the incident's node count)."""
+    correlation_key: Mapped[str | None] = mapped_column(String(64))
+    """The hash of the runbook id and the alert's group_by values (domain included), for a
+    runbook that correlates; None otherwise, and for a node a person split off."""
+    merged_into: Mapped[int | None] = mapped_column(Integer)
+    """The incident this one was merged into (it is resolved, its alerts moved there)."""
 
     @property
     def ref(self) -> str:
@@ -118,6 +135,9 @@ class Alert(Base):
     first_received_at: Mapped[datetime]
     last_received_at: Mapped[datetime]
     receive_count: Mapped[int] = mapped_column(Integer, default=1)
+    symptom: Mapped[str | None] = mapped_column(String(64))
+    """The runbook this alert matched when it was attached to another runbook's (its
+    cause's) incident as a symptom; None for an alert of the incident's own runbook."""
 
 
 class LogEntry(Base):

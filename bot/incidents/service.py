@@ -204,6 +204,11 @@ def reopen(
     session: Session, number: int, *, actor: log.Actor, at: datetime, reason: str
 ) -> Incident:
     incident = get(session, number, lock=True)
+    if incident.merged_into is not None:
+        raise TransitionRefused(
+            f"{incident.ref} was merged into INC-{incident.merged_into}, which holds its "
+            f"alerts now: work INC-{incident.merged_into} (split its nodes out to work them apart)"
+        )
     return reopen_locked(session, incident, actor=actor, at=at, reason=reason)
 
 

@@ -36,7 +36,34 @@ def incident(row: Incident) -> dict[str, Any]:
         "alerts_cleared_at": _ts(row.alerts_cleared_at),
         "updated_at": _ts(row.updated_at),
         "drill": row.drill,
+        "scope": row.scope,
+        "domain": row.domain,
+        "merged_into": f"INC-{row.merged_into}" if row.merged_into is not None else None,
     }
+
+
+def scope_line(row: Incident, alerts: list[Alert], node_labels: tuple[str, ...] = ()) -> str:
+    """`row/a · 32 nodes · 3 symptoms`, `merged into INC-4`; empty for a node incident of
+    its own runbook's alerts."""
+    parts: list[str] = []
+    if row.merged_into is not None:
+        parts.append(f"merged into INC-{row.merged_into}")
+    if row.domain is not None:
+        labels = node_labels or NODE_LABELS
+        nodes = {n for a in alerts if (n := _node(a, labels)) is not None}
+        parts.append(f"{row.domain} · {len(nodes)} node{'s' if len(nodes) != 1 else ''}")
+    symptoms = sum(1 for a in alerts if a.symptom is not None)
+    if symptoms:
+        parts.append(f"{symptoms} symptom{'s' if symptoms != 1 else ''}")
+    return " · ".join(parts)
+
+
+NODE_LABELS = ("node", "Hostname", "kubernetes_node", "nodename")
+"""The default `topology.node_labels`, for callers without settings."""
+
+
+def _node(alert: Alert, labels: tuple[str, ...]) -> str | None:
+    return next((str(alert.labels[k]) for k in labels if alert.labels.get(k)), None)
 
 
 def alert(row: Alert) -> dict[str, Any]:
@@ -53,6 +80,7 @@ def alert(row: Alert) -> dict[str, Any]:
         "first_received_at": _ts(row.first_received_at),
         "last_received_at": _ts(row.last_received_at),
         "receive_count": row.receive_count,
+        "symptom": row.symptom,
     }
 
 

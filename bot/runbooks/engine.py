@@ -39,7 +39,7 @@ from bot.errors import ActionUnknown, BotError, StepNotFound
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.lifecycle import Status
-from bot.incidents.models import Incident, LogEntry
+from bot.incidents.models import DOMAIN_SCOPE, NODE_SCOPE, Incident, LogEntry
 from bot.runbooks import expecting, foreach, templates, versions
 from bot.runbooks.catalog import Catalog
 from bot.runbooks.loader import LoadedRunbook
@@ -91,7 +91,19 @@ def freeze(
 ) -> Freeze:
     """Render the runbook's facts for `incident`: no I/O, so ingest can run it, catching a
     runbook bug, before it writes anything. The document must be stored (`versions`)."""
-    runbook = loaded.runbook
+    return freeze_stored(incident, labels, annotations, loaded.runbook, loaded.digest, now)
+
+
+def freeze_stored(
+    incident: Incident,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    runbook: Runbook,
+    digest: str,
+    now: datetime,
+) -> Freeze:
+    """`freeze` for a runbook document already stored under `digest` (an incident split
+    off another follows the other's runbook version)."""
     facts: dict[str, str] = {}
     failed: list[tuple[str, str]] = []
     for name, template in runbook.facts.items():
@@ -104,7 +116,7 @@ def freeze(
         "incident_number": incident.number,
         "runbook_id": runbook.id,
         "runbook_version": runbook.version,
-        "runbook_digest": loaded.digest,
+        "runbook_digest": digest,
         "facts": facts,
         "labels": dict(labels),
         "annotations": dict(annotations),
@@ -116,7 +128,7 @@ def freeze(
         {
             "runbook": runbook.id,
             "version": runbook.version,
-            "digest": loaded.digest,
+            "digest": digest,
             "facts": facts,
         },
     )
@@ -234,18 +246,7 @@ def advance(session: Session, number: int, now: datetime, settings: Settings) ->
     history: dict[str, list[StepRun]] = {}
     for earlier in runs_of(session, number):
         history.setdefault(earlier.step_id, []).append(earlier)
-    context: dict[str, Any] = {
-        "labels": frozen.labels,
-        "annotations": frozen.annotations,
-        "facts": frozen.facts,
-        "steps": {},
-        "incident": {
-            "number": incident.number,
-            "ref": incident.ref,
-            "severity": incident.severity,
-            "nodes": incident_nodes(session, number, settings.topology),
-        },
-    }
+    context = context_of(session, incident, frozen, settings)
     for step in runbook.steps:
         runs = history.get(step.id, [])
         run = runs[-1] if runs else None
@@ -290,6 +291,43 @@ def advance(session: Session, number: int, now: datetime, settings: Settings) ->
             if step.on_failure == "escalate":
                 _once(session, incident, run, now, "runbook.escalate", _escalate(step, run))
     _once(session, incident, None, now, "runbook.finished", f"runbook {runbook.id} finished")
+
+
+def context_of(
+    session: Session, incident: Incident, frozen: IncidentRunbook, settings: Settings
+) -> dict[str, Any]:
+    """What `when` and `with` render against, before any step is seen: the frozen labels,
+    annotations and facts, and the incident (its nodes, scope and domain)."""
+    nodes = incident_nodes(session, incident.number, settings.topology)
+    domain: dict[str, Any] | None = None
+    if incident.scope == DOMAIN_SCOPE and incident.domain is not None:
+        level, _, value = incident.domain.partition("/")
+        size = incident.domain_size if incident.domain_size is not None else len(nodes)
+        domain = {"level": level, "value": value, "name": incident.domain, "size": size}
+    return {
+        "labels": frozen.labels,
+        "annotations": frozen.annotations,
+        "facts": frozen.facts,
+        "steps": {},
+        "incident": {
+            "number": incident.number,
+            "ref": incident.ref,
+            "severity": incident.severity,
+            "nodes": nodes,
+            "scope": incident.scope if domain is not None else NODE_SCOPE,
+            "domain": domain,
+        },
+    }
+
+
+def replan(session: Session, number: int, now: datetime, settings: Settings) -> int:
+    """After the incident grew (into its domain's, or by more nodes of it): give steps
+    the bot skipped by `when` a new attempt where `when` is now true, and supersede open
+    proposals whose parameters now render differently (new attempt, approvals start
+    again). Returns how many runs it changed. See `bot.runbooks.replan`."""
+    from bot.runbooks import replan as replanning  # it builds on this module
+
+    return replanning.replan(session, number, now, settings)
 
 
 ERROR_KINDS = ("credentials", "unavailable", "refused", "timeout", "internal", "other")

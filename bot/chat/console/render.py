@@ -11,7 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-from bot.chat.wording import elapsed
+from bot.chat.wording import elapsed, scope_line
 
 STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
 """The static files served at `/static/NAME`, with their media types."""
@@ -41,6 +41,7 @@ def _ago(at: datetime | None, now: datetime) -> str:
 _env.filters["time"] = clock_time
 _env.filters["stamp"] = _stamp
 _env.globals["ago"] = _ago
+_env.globals["scope_line"] = scope_line
 
 
 def page(name: str, **context: Any) -> str:

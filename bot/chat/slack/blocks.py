@@ -46,7 +46,7 @@ from bot.chat.slack.mrkdwn import (
     with_people,
 )
 from bot.chat.views import CardView, LogLine, StepView
-from bot.chat.wording import elapsed, escalation_line, utc
+from bot.chat.wording import elapsed, escalation_line, scope_line, utc
 
 __all__ = [
     "ThreadPost",
@@ -114,6 +114,9 @@ def _header(view: CardView) -> Block:
 
 def _status(view: CardView, mentions: Mentions) -> Block:
     parts = [f"*{escape(view.status.capitalize())}*"]
+    scope = scope_line(view)
+    if scope:
+        parts.append(escape(scope))
     parts.append(f"owner {person(view.owner, mentions)}" if view.owner else "no owner")
     if view.acknowledged_by:
         parts.append(f"acked by {person(view.acknowledged_by, mentions)}")
@@ -122,7 +125,7 @@ def _status(view: CardView, mentions: Mentions) -> Block:
     if view.alert_names:
         alerts += f": {names(view.alert_names)}"
     parts.append(alerts)
-    if view.nodes:
+    if view.nodes and view.domain is None:  # a domain's nodes are counted in its scope
         parts.append(f"🖥 {names(view.nodes)}")
     if view.url and SAFE_URL.fullmatch(view.url):
         parts.append(f"<{view.url}|open in console>")

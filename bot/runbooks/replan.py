@@ -1,0 +1,139 @@
+"""Re-planning after an incident grew (into its domain's, or by more nodes of its domain):
+what the planner decided about a node, or a few, may be wrong about the many.
+
+`replan` walks the frozen steps as `advance` does, against the context as it is now
+(`incident.scope` is `domain`, `incident.nodes` many). A step the bot skipped because its
+`when` was false gets a new attempt when `when` is now true; every later proposal that
+has not started is superseded (it expires, and `advance` proposes it again when its turn
+comes), so steps still run in order. A proposal whose parameters render differently now is
+superseded the same way: its new attempt asks for approvals again, since an approval binds
+to the exact parameters. Runs already running are left alone. Everything is logged.
+
+Steps over many nodes (`for_each`) are left to the planner's own check of their node list
+(`advance`, which `replan` calls last), since an approval binds to that list.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from bot.config import Settings
+from bot.errors import BotError
+from bot.incidents import log
+from bot.incidents import service as incidents
+from bot.incidents.models import Incident
+from bot.runbooks import engine, templates, versions
+from bot.runbooks.models import IncidentRunbook, StepRun
+from bot.runbooks.schema import Step
+from bot.runbooks.steps import StepState
+
+S = StepState
+NOT_STARTED = (S.AWAITING_APPROVAL, S.APPROVED)
+
+
+def replan(session: Session, number: int, now: datetime, settings: Settings) -> int:
+    """See the module docstring; how many runs it changed."""
+    stmt = (
+        select(StepRun)
+        .where(StepRun.incident_number == number)
+        .order_by(StepRun.step_id, StepRun.attempt)
+        .with_for_update()
+    )
+    history: dict[str, list[StepRun]] = {}
+    for run in session.scalars(stmt):  # run rows before the incident row (engine's order)
+        history.setdefault(run.step_id, []).append(run)
+    incident = incidents.get(session, number, lock=True)
+    frozen = session.get(IncidentRunbook, number)
+    if frozen is None or not engine.running(incident):
+        return 0
+    runbook = versions.runbook(session, frozen.runbook_digest)
+    context = engine.context_of(session, incident, frozen, settings)
+    changed = 0
+    reopened = False  # an earlier step was proposed again: later proposals wait their turn
+    for step in runbook.steps:
+        runs = history.get(step.id, [])
+        if not runs:
+            break
+        run = runs[-1]
+        state = StepState(run.state)
+        if reopened and state in NOT_STARTED:
+            _supersede(session, incident, run, now, "an earlier step is proposed again")
+            changed += 1
+            continue
+        if not reopened and _now_applies(step, run, context):
+            run = engine._propose(session, incident, step, context, now, settings, run.attempt + 1)
+            _note(session, incident, step, run, now)
+            changed += 1
+            reopened = StepState(run.state) in (S.AWAITING_APPROVAL, S.APPROVED)
+            state = StepState(run.state)
+        elif state in NOT_STARTED and _params_changed(step, run, context):
+            _supersede(session, incident, run, now, "its parameters render differently now")
+            run = engine._propose(session, incident, step, context, now, settings, run.attempt + 1)
+            changed += 1
+            state = StepState(run.state)
+        context["steps"][step.id] = engine.seen(state, run.result, run.summary)
+        if not state.terminal and not reopened:
+            break
+    # What comes due now (a superseded step proposed again), and the planner's own checks
+    # of open proposals (a step over many nodes whose node list changed).
+    engine.advance(session, number, now, settings)
+    return changed
+
+
+def _now_applies(step: Step, run: StepRun, context: dict[str, object]) -> bool:
+    """A step the bot skipped by `when` whose `when` is true now."""
+    if run.state != S.SKIPPED or step.when is None or run.actor not in (None, engine.BOT.id):
+        return False
+    if not run.summary.startswith("skipped: `when:"):
+        return False  # a person skipped it
+    try:
+        return bool(templates.evaluate(step.when, context))
+    except templates.TemplateError:
+        return False
+
+
+def _params_changed(step: Step, run: StepRun, context: dict[str, object]) -> bool:
+    if step.action is None or step.for_each is not None:
+        return False
+    try:
+        raw = templates.render_params(step.with_, context)
+    except BotError:
+        return False  # the new attempt would fail to render; keep the one people see
+    return engine.params_hash(raw) != run.params_hash
+
+
+def _supersede(session: Session, incident: Incident, run: StepRun, now: datetime, why: str) -> None:
+    run.summary = f"superseded: {incident.ref} grew ({_scope(incident)}); {why}"
+    run.finished_at = now
+    engine.transition(
+        session,
+        incident,
+        run,
+        S.EXPIRED,
+        now=now,
+        actor=engine.BOT,
+        summary=f"step {run.step_id} proposal superseded: {incident.ref} grew "
+        f"({_scope(incident)}); {why} "
+        "(a new attempt asks for approval again)",
+        data={"superseded": True, "why": why},
+    )
+
+
+def _note(session: Session, incident: Incident, step: Step, run: StepRun, now: datetime) -> None:
+    log.append(
+        session,
+        incident,
+        at=now,
+        actor=engine.BOT,
+        type="runbook.replanned",
+        summary=f"step {step.id} proposed again: its `when: {step.when}` is true now that "
+        f"{incident.ref} is {incident.domain or 'grown'}'s incident",
+        data={"step": step.id, "attempt": run.attempt, "run": run.id, "when": step.when},
+    )
+
+
+def _scope(incident: Incident) -> str:
+    return f"now {incident.domain}'s incident" if incident.domain else "more nodes"

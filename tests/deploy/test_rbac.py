@@ -61,6 +61,10 @@ NEEDED: dict[tuple[str, str, str, str], str] = {
     ("cluster", "policy", "poddisruptionbudgets", "list"): (
         "list_namespaced_pod_disruption_budget"
     ),
+    # The drain watches the budget an eviction waits on (`watch=True` on the same call).
+    ("cluster", "policy", "poddisruptionbudgets", "watch"): (
+        "list_namespaced_pod_disruption_budget"
+    ),
     ("cluster", "scheduling.volcano.sh", "queues", "get"): "get_cluster_custom_object",
     ("cluster", "scheduling.volcano.sh", "queues", "patch"): "patch_cluster_custom_object",
     ("cluster", "scheduling.volcano.sh", "queues/status", "patch"): (
@@ -110,7 +114,11 @@ def test_nothing_is_granted_by_wildcard_nor_on_secrets_configmaps_or_rbac() -> N
 
     assert rules and "*" not in words
     assert not {"secrets", "configmaps", "serviceaccounts", "roles", "clusterroles"} & words
-    assert not {"escalate", "bind", "impersonate", "watch", "update"} & words
+    assert not {"escalate", "bind", "impersonate", "update"} & words
+    # Watching is granted only where an action waits on a status: the drain on budgets.
+    assert {rule for rule in granted if rule[3] == "watch"} == {
+        ("cluster", "policy", "poddisruptionbudgets", "watch")
+    }
     assert {scope for scope, *_ in granted} == {"cluster", "runbook-bot"}
 
 

@@ -231,9 +231,10 @@ def evict(
             pod.parked_on = ""
             heapq.heappush(timers, (clock.monotonic(), next(order), pod))
 
-    # More threads than pooled connections would open and drop a connection per call.
+    # More threads than pooled connections would open and drop a connection per call; a
+    # budget's watch, if one is needed, holds one of them.
     pooled = getattr(getattr(ctx.kube(), "configuration", None), "connection_pool_maxsize", 0)
-    workers = max(1, min(MAX_WORKERS, len(pods), pooled or MAX_WORKERS))
+    workers = max(1, min(MAX_WORKERS, len(pods), (pooled - 1) if pooled else MAX_WORKERS))
     try:
         with ThreadPoolExecutor(workers, thread_name_prefix="drain") as pool:
             while (timers or running or watch.waiting()) and clock.monotonic() < deadline:

@@ -134,8 +134,9 @@ def _outside(allowance: Allowance, node: str) -> None:
     if node not in allowance.nodes:
         raise BreakerOpen(
             f"refusing to take {node} out of service: it is not one of the "
-            f"{len(allowance.nodes)} nodes{_where(allowance)} this approval names; a node "
-            "outside that list needs an approval of its own"
+            f"{len(allowance.nodes)} nodes this approval names"
+            + (f" ({allowance.domain})" if allowance.domain else "")
+            + "; a node outside that list needs an approval of its own"
         )
 
 

@@ -73,7 +73,7 @@ def test_a_node_outside_the_allowance_is_refused_naming_the_approval(
 
     assert not ok
     assert "gpu-node-41" in summary
-    assert "not one of the 32 nodes of row/a this approval names" in summary
+    assert "not one of the 32 nodes this approval names (row/a)" in summary
     assert _cordoned(sim) == set()
 
 

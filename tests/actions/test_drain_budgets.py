@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from bot.actions import ActionContext, execute, registry
 from bot.actions.context import Allowance
@@ -26,7 +27,7 @@ from bot.config import load_settings
 from bot.sim import SimHandle, running
 from bot.sim.scenario import parse
 from tests.actions.conftest import START
-from tests.sim.waiting import TIME_SCALE
+from tests.sim.waiting import TIME_SCALE, eventually
 
 NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-03"]
 
@@ -156,7 +157,7 @@ def test_a_budget_that_never_allows_is_named_with_its_status_when_the_drain_give
 ) -> None:
     clock = FrozenClock(START)
 
-    result = _drain(locked, "gpu-node-01", clock, grace_period=0, timeout="3s")
+    result = _drain(locked, "gpu-node-01", clock, grace_period=0, timeout="2s")
 
     assert not result.ok
     assert result.evicted == []
@@ -167,7 +168,36 @@ def test_a_budget_that_never_allows_is_named_with_its_status_when_the_drain_give
         )
         assert "PDB ml/web-pdb never allowed it meanwhile" in note.reason
         assert "(disruptionsAllowed 0: 3 healthy pods, 3 needed)" in note.reason
-    assert result.summary.startswith("gpu-node-01 not drained after 3s: 0 pods gone, 3 pods")
+    assert result.summary.startswith("gpu-node-01 not drained after 2s: 0 pods gone, 3 pods")
     # Each pod was tried once: the wait was on the budget's status, not a retry schedule.
     assert sorted(status for _, status in _evictions(locked)) == [429, 429, 429]
-    assert result.duration_seconds == 3.0
+    assert result.duration_seconds == 2.0
+
+
+def _budget_status(sim: SimHandle) -> tuple[int, int, int]:
+    policy = client.PolicyV1Api(sim.api_client())
+    status = policy.read_namespaced_pod_disruption_budget("web-pdb", "ml").status
+    return status.disruptions_allowed, status.current_healthy, status.desired_healthy
+
+
+def test_the_simulated_budget_status_is_spent_at_eviction_and_back_when_the_replacement_is_ready(
+    spread: SimHandle,
+) -> None:
+    core = client.CoreV1Api(spread.api_client())
+    (pod, *_) = sorted(p["metadata"]["name"] for p in spread.cluster.objects("Pod", "ml"))
+    before = _budget_status(spread)
+
+    core.create_namespaced_pod_eviction(
+        pod, "ml", client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace="ml"))
+    )
+    spent = _budget_status(spread)  # read at once: the eviction itself wrote it
+
+    assert before == (1, 3, 2)
+    assert spent == (0, 2, 2)
+    eventually(lambda: _budget_status(spread) == (1, 3, 2), what="the replacement to be Ready")
+    live = {
+        p["metadata"]["name"]
+        for p in spread.cluster.objects("Pod", "ml")
+        if "deletionTimestamp" not in p["metadata"]
+    }
+    assert pod not in live and len(live) == 3

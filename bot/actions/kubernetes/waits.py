@@ -30,7 +30,7 @@ from bot.errors import TemporaryActionError
 
 POLL_SECONDS = 5.0
 """How often the node is read while waiting, on the action's clock."""
-STILL_CLOCK_GRACE = 0.5
+STILL_CLOCK_GRACE = 1.0
 """Real seconds `until` gives an event on a clock that moves only when told (a test's)."""
 STILL_CLOCK_STEP = 1.0
 """How far `until` then moves such a clock at most, so what falls due on it happens."""

@@ -11,13 +11,18 @@ One `BudgetWatch` per drain; a thread per namespace streams `?watch=true` on its
 (timeoutSeconds bounded, resumed from the last resourceVersion, relisted after 410 Gone)
 and sets `changed` on every event. The threads wait in real time only: they never touch
 the action's clock, which belongs to the drain's own thread. `close` shuts their streams.
+
+Also here: which budgets select a pod (`selects`, a LabelSelector as policy/v1 reads it)
+and what a 429 says about its budget (`cause`: "needs 3 healthy pods, has 3").
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
@@ -25,6 +30,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from bot.actions import cluster
 from bot.actions.context import ActionContext
 from bot.actions.kubernetes import api
 
@@ -35,6 +41,7 @@ WATCH_SECONDS: Final = 60
 """How long one watch request lasts before it is resumed (the server's timeoutSeconds)."""
 RECONNECT_SECONDS: Final = 1.0
 """Real seconds between a watch stream that failed and the next."""
+_NEEDS = re.compile(r"needs (\d+) healthy pods and has (\d+)")
 
 
 @dataclass(frozen=True)
@@ -205,3 +212,29 @@ class BudgetWatch(Generic[T]):
             self.broken = f"cannot watch PodDisruptionBudgets in {namespace} ({why})"
         logger.warning("%s; evictions a budget refuses are retried every few seconds", why)
         self.changed.set()
+
+
+def cause(exc: ApiException) -> str:
+    """ "needs 3 healthy pods, has 3" from the 429's DisruptionBudget cause, else its message."""
+    try:
+        body = json.loads(exc.body or "{}")
+        causes = (body.get("details") or {}).get("causes") or []
+        found = next(m for c in causes if (m := _NEEDS.search(str(c.get("message")))))
+    except (TypeError, ValueError, AttributeError, StopIteration):
+        return cluster.reason(exc)
+    return f"needs {found[1]} healthy pods, has {found[2]}"
+
+
+def selects(selector: Any, labels: Mapping[str, str]) -> bool:
+    """A LabelSelector against pod labels; an empty selector selects every pod, None none."""
+    if selector is None:
+        return False
+    terms = [(key, "In", [value]) for key, value in (selector.match_labels or {}).items()]
+    terms += [(t.key, t.operator, t.values or []) for t in selector.match_expressions or []]
+    return all(_holds(labels, *term) for term in terms)
+
+
+def _holds(labels: Mapping[str, str], key: str, operator: str, values: list[str]) -> bool:
+    matched, present = key in labels and labels[key] in values, key in labels
+    known = {"In": matched, "NotIn": not matched, "Exists": present, "DoesNotExist": not present}
+    return known.get(operator, False)

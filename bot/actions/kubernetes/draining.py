@@ -25,8 +25,6 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
-import json
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -50,7 +48,6 @@ POLL_INTERVAL: Final = 1.0
 MAX_WORKERS: Final = 32
 MIRROR: Final = "kubernetes.io/config.mirror"
 FINISHED: Final = ("Succeeded", "Failed")
-_NEEDS = re.compile(r"needs (\d+) healthy pods and has (\d+)")
 
 
 @dataclass(frozen=True)
@@ -339,7 +336,7 @@ class _Calls:
     ctx: ActionContext
     node: str
     rules: Rules
-    budgets: dict[str, list[Any]] = field(default_factory=dict)
+    listed: dict[str, list[Any]] = field(default_factory=dict)  # budgets, by namespace
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def step(self, ref: PodRef, waiting: bool, attempts: int) -> _Answer:
@@ -390,7 +387,7 @@ class _Calls:
             if exc.status == 404:
                 return _Answer("gone", "already gone")
             if exc.status == 429:
-                keys, cause = self.budget_keys(ref), _budget_cause(exc)
+                keys, cause = self.budget_keys(ref), budgets.cause(exc)
                 named = f"PDB {', '.join(keys)}" if keys else ""
                 why = f"{named} ({cause})" if named else cause
                 return _Answer("blocked", why, named, tuple(keys))
@@ -402,21 +399,21 @@ class _Calls:
         """ "ns/name" of each PodDisruptionBudget selecting the pod."""
         try:
             with self.lock:
-                if ref.namespace not in self.budgets:
-                    self.budgets[ref.namespace] = cluster.call(
+                if ref.namespace not in self.listed:
+                    self.listed[ref.namespace] = cluster.call(
                         f"list PodDisruptionBudgets in {ref.namespace}",
                         client.PolicyV1Api(self.ctx.kube()).list_namespaced_pod_disruption_budget,
                         ref.namespace,
                         timeout=api.timeout(self.ctx),
                         clock=self.ctx.clock,
                     ).items
-                budgets = self.budgets[ref.namespace]
+                found = self.listed[ref.namespace]
         except ActionError:
             return []  # the API's own message still explains the 429
         return [
             f"{ref.namespace}/{b.metadata.name}"
-            for b in budgets
-            if b.spec is not None and selects(b.spec.selector, ref.labels)
+            for b in found
+            if b.spec is not None and budgets.selects(b.spec.selector, ref.labels)
         ]
 
     def check(self, ref: PodRef) -> _Answer:
@@ -429,29 +426,3 @@ class _Calls:
         if 0 < self.rules.skip_wait_seconds < waited:
             return _Answer("gone", f"terminating over {self.rules.skip_wait_seconds}s; skipped")
         return _Answer("waiting", "" if deleting is None else f"deletion due {deleting}")
-
-
-def _budget_cause(exc: ApiException) -> str:
-    """ "needs 3 healthy pods, has 3" from the 429's DisruptionBudget cause, else its message."""
-    try:
-        body = json.loads(exc.body or "{}")
-        causes = (body.get("details") or {}).get("causes") or []
-        found = next(m for c in causes if (m := _NEEDS.search(str(c.get("message")))))
-    except (TypeError, ValueError, AttributeError, StopIteration):
-        return cluster.reason(exc)
-    return f"needs {found[1]} healthy pods, has {found[2]}"
-
-
-def selects(selector: Any, labels: Mapping[str, str]) -> bool:
-    """A LabelSelector against pod labels; an empty selector selects every pod, None none."""
-    if selector is None:
-        return False
-    terms = [(key, "In", [value]) for key, value in (selector.match_labels or {}).items()]
-    terms += [(t.key, t.operator, t.values or []) for t in selector.match_expressions or []]
-    return all(_holds(labels, *term) for term in terms)
-
-
-def _holds(labels: Mapping[str, str], key: str, operator: str, values: list[str]) -> bool:
-    matched, present = key in labels and labels[key] in values, key in labels
-    known = {"In": matched, "NotIn": not matched, "Exists": present, "DoesNotExist": not present}
-    return known.get(operator, False)

@@ -16,17 +16,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from bot.actions import ActionContext, execute, registry
 from bot.actions.context import Allowance
 from bot.actions.kubernetes import draining
 from bot.actions.kubernetes.drain import DrainResult
-from bot.clock import FrozenClock
+from bot.clock import FrozenClock, ScaledClock
 from bot.config import load_settings
-from bot.sim import SimHandle, running
+from bot.sim import Rbac, SimHandle, running
 from bot.sim.scenario import parse
 from tests.actions.conftest import START
+from tests.deploy import chart
 from tests.sim.waiting import TIME_SCALE, eventually
 
 NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-03"]
@@ -201,3 +203,38 @@ def test_the_simulated_budget_status_is_spent_at_eviction_and_back_when_the_repl
         if "deletionTimestamp" not in p["metadata"]
     }
     assert pod not in live and len(live) == 3
+
+
+@pytest.fixture
+def unwatched() -> Iterator[SimHandle]:
+    """The stacked fleet, its API held to the shipped RBAC less `watch` on budgets (a
+    cluster whose role predates it)."""
+    text = chart.RBAC_FILE.read_text(encoding="utf-8").replace(
+        "verbs: [list, watch]", "verbs: [list]"
+    )
+    documents = list(yaml.safe_load_all(text))
+    rbac = Rbac.from_manifests(
+        documents, namespace=chart.NAMESPACE, name=chart.SERVICE_ACCOUNT, token=chart.TOKEN
+    )
+    scenario = _fleet({"max_unavailable": 1}, NODES[:1])
+    scenario = scenario.model_copy(update={"namespaces": [*scenario.namespaces, "runbook-bot"]})
+    with running(scenario, time_scale=TIME_SCALE, rbac=rbac) as sim:
+        yield sim
+
+
+def test_without_watch_on_budgets_a_refused_pod_is_retried_on_kubectls_schedule(
+    unwatched: SimHandle,
+) -> None:
+    # The simulator's pace: the fixed retries must give replacements time to get Ready.
+    clock = ScaledClock(TIME_SCALE, timeline=FrozenClock(START))
+
+    result = _drain(unwatched, "gpu-node-01", clock, grace_period=0, timeout="60s")
+
+    assert result.ok, result.summary
+    assert len(result.evicted) == 3
+    budgets = "/apis/policy/v1/namespaces/ml/poddisruptionbudgets"
+    watches = [r for r in unwatched.cluster.requests_made("GET", budgets) if "watch" in r.query]
+    assert [r.status for r in watches] == [403]  # tried once, then the fixed schedule
+    answered = _evictions(unwatched)
+    assert sorted(s for _, s in answered).count(201) == 3
+    assert any(s == 429 for _, s in answered)

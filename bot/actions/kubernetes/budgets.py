@@ -208,9 +208,14 @@ class BudgetWatch(Generic[T]):
         return str(version) if version else None
 
     def _give_up(self, namespace: str, why: str) -> None:
+        broken = f"cannot watch PodDisruptionBudgets in {namespace} ({why})"
         with self._lock:
-            self.broken = f"cannot watch PodDisruptionBudgets in {namespace} ({why})"
-        logger.warning("%s; evictions a budget refuses are retried every few seconds", why)
+            self.broken = broken
+        logger.warning(
+            "%s; evictions a budget refuses are retried every 5 s instead; grant the bot "
+            "watch on poddisruptionbudgets (deploy/rbac.yaml)",
+            broken,
+        )
         self.changed.set()
 
 

@@ -146,7 +146,11 @@ class BudgetWatch(Generic[T]):
         version: str | None = None
         while not self._stop.is_set():
             try:
-                version = self._stream(namespace, version)
+                resumed, version = version, self._stream(namespace, version)
+                if version != resumed:
+                    continue  # the server ended it (timeoutSeconds): go on where it stopped
+                # A stream that brought nothing waits a moment: a server ending streams
+                # at once (shutting down) is not asked again in a tight loop.
             except ApiException as exc:
                 if exc.status == 410:
                     version = None  # history gone: list again from now

@@ -257,6 +257,18 @@ class Settings(BaseSettings):
     breaker_max_nodes: int = Field(
         3, ge=1, description="Circuit breaker: and never more than this many nodes."
     )
+    breaker_global_max_fraction: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Circuit breaker, global cap: a step over many nodes whose approval "
+        "named its count may take that many nodes out of service, while the bot holds no "
+        "more than this share of GPU nodes in all (at least one node); past it, an admin "
+        "override names the count.",
+    )
+    breaker_global_max_nodes: int = Field(
+        64, ge=1, description="Circuit breaker, global cap: and never more than this many nodes."
+    )
     topology: TopologySettings = Field(
         default_factory=TopologySettings,
         description="Failure domains: `levels` (widest first, each a `name` and the node "

@@ -159,6 +159,9 @@ def evict(cluster: Cluster, namespace: str, name: str, body: Any, query: dict[st
     _check_preconditions(POD, pod, options)
     disruption.check_eviction(cluster.store, pod)
     delete_pod(cluster, namespace, name, options)
+    # The eviction REST spends the disruption in the budget's status in the same step, so
+    # no watcher of the budget sees a disruption left that this eviction took.
+    disruption.refresh(cluster.store, pod, cluster.now())
     return status.success(201)
 
 

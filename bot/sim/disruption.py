@@ -1,7 +1,10 @@
 """PodDisruptionBudget accounting, as the disruption controller and the eviction REST do it.
 
 A budget's pods are the pods in its namespace matching its selector. Healthy pods are
-Ready and not deleting. `desiredHealthy` comes from minAvailable (an integer counts
+Ready and not deleting. The status (`currentHealthy`, `desiredHealthy`,
+`disruptionsAllowed`) is rewritten on every kubelet tick as pods go, come and become Ready
+(controllers.update_statuses), and at once by an eviction (`refresh`), so a watch on
+budgets sees each change. `desiredHealthy` comes from minAvailable (an integer counts
 against the pods that exist; a percentage against the controllers' scale) or from
 maxUnavailable (against the controllers' scale); `disruptionsAllowed` is what is left.
 """
@@ -137,6 +140,15 @@ def status_of(budget: Obj, assessed: Budget, now: datetime) -> Obj:
         "expectedPods": assessed.expected,
         "conditions": [condition],
     }
+
+
+def refresh(store: Store, pod: Obj, now: datetime) -> None:
+    """Bring the status of the budgets over `pod` up to date (after it was evicted)."""
+    for budget in budgets_for(store, pod):
+        status = status_of(budget, assess(store, budget), now)
+        if budget.get("status") != status:
+            budget["status"] = status
+            store.write(PDB, budget)
 
 
 def check_eviction(store: Store, pod: Obj) -> None:

@@ -3,8 +3,8 @@
 The seed cluster (time x50: a 5 s grace period takes 0.1 s): gpu-node-01 has trainer-0,
 two DaemonSet pods, the kube-proxy mirror pod and a bare pod (debug-shell); gpu-node-02
 has trainer-1 and an llm-inference pod with an emptyDir cache; trainer-pdb keeps three of
-four trainers up. The drain's 1 s poll and 5 s PDB retry keep the simulator's pace by
-default; the tests of retries and timeouts run the drain on a `FrozenClock` instead, with
+four trainers up. The drain's 1 s poll keeps the simulator's pace by
+default; the tests of budgets and timeouts run the drain on a `FrozenClock` instead, with
 pods that leave at once (grace_period 0), so each poll, retry and deadline falls at an
 exact moment and what the test arranges happens between two of them.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from bot.actions.kubernetes import api, draining, marks
+from bot.actions.kubernetes import api, draining, marks, waits
 from bot.actions.kubernetes.drain import DrainResult
 from bot.clock import FrozenClock
 from bot.errors import ParamsInvalid
@@ -55,6 +55,19 @@ def _evictions(sim: SimHandle, namespace: str, name: str) -> list[int]:
 @pytest.fixture
 def clock() -> FrozenClock:
     return FrozenClock(START)
+
+
+def _stuck_trainer_0(sim: SimHandle) -> str:
+    """Evict trainer-0 and make it hang terminating: trainer-pdb has no disruption left.
+    Its uid."""
+    core = client.CoreV1Api(sim.api_client())
+    sim.cluster.make_stuck("ml", "trainer-0")
+    core.create_namespaced_pod_eviction(
+        "trainer-0", "ml", client.V1Eviction(metadata=client.V1ObjectMeta(name="trainer-0"))
+    )
+    stuck = sim.cluster.get("Pod", "ml", "trainer-0")
+    assert stuck is not None
+    return str(stuck["metadata"]["uid"])
 
 
 def _replaced_and_ready(sim: SimHandle, namespace: str, name: str, old_uid: str) -> bool:
@@ -161,24 +174,18 @@ def test_k8s_drain_refuses_disruptive_flags_and_points_at_drain_unsafe(
     assert sim.cluster.requests_made() == []
 
 
-def test_pdb_blocked_eviction_is_retried_until_the_replacement_is_ready(
+def test_pdb_blocked_eviction_goes_the_moment_the_budget_allows_it(
     sim: SimHandle, run_action: RunAction, recorder: Recorder, clock: FrozenClock
 ) -> None:
     # trainer-0 hangs terminating, so trainer-pdb (3 of 4) has no disruption left.
-    core = client.CoreV1Api(sim.api_client())
-    sim.cluster.make_stuck("ml", "trainer-0")
-    core.create_namespaced_pod_eviction(
-        "trainer-0", "ml", client.V1Eviction(metadata=client.V1ObjectMeta(name="trainer-0"))
-    )
-    stuck = sim.cluster.get("Pod", "ml", "trainer-0")
-    assert stuck is not None
+    stuck = _stuck_trainer_0(sim)
 
     def release() -> None:
-        # 2 s in, after trainer-1's refusal and before its retry: trainer-0 goes, and its
-        # replacement is Ready elsewhere before the drain's clock moves on.
+        # 2 s in: trainer-0 goes, and its replacement is Ready elsewhere before the drain's
+        # clock moves on; the budget's status now allows one disruption.
         sim.cluster.remove_pod("ml", "trainer-0")
         eventually(
-            lambda: _replaced_and_ready(sim, "ml", "trainer-0", stuck["metadata"]["uid"]),
+            lambda: _replaced_and_ready(sim, "ml", "trainer-0", stuck),
             what="trainer-0's replacement to be Ready",
         )
 
@@ -189,10 +196,10 @@ def test_pdb_blocked_eviction_is_retried_until_the_replacement_is_ready(
     assert result.ok, result.summary
     assert "ml/trainer-1" in result.evicted
     assert _evictions(sim, "ml", "trainer-1") == [429, 201]
-    # Evictions at 0 s; the inference pod read gone at 1 s; trainer-1 retried after the
-    # 5 s RETRY_INTERVAL, accepted, and read gone a 1 s POLL_INTERVAL later.
-    assert clock.slept == [draining.POLL_INTERVAL, 4.0, draining.POLL_INTERVAL]
-    assert result.duration_seconds == draining.RETRY_INTERVAL + draining.POLL_INTERVAL
+    # Evictions at 0 s; the inference pod read gone at 1 s; trainer-1 evicted again at 2 s,
+    # when the budget allowed it (not at kubectl's 5 s), and read gone a poll later.
+    assert clock.slept == [waits.STILL_CLOCK_STEP, waits.STILL_CLOCK_STEP, draining.POLL_INTERVAL]
+    assert result.duration_seconds == 2 + draining.POLL_INTERVAL
     cache = next(pod for pod in result.evicted if pod.startswith("serving/"))
     blocked = "waiting on ml/trainer-1: PDB ml/trainer-pdb (needs 3 healthy pods, has 3)"
     # A bare "0/2 evicted" comes first when the inference pod's eviction answers before
@@ -206,7 +213,7 @@ def test_pdb_blocked_eviction_is_retried_until_the_replacement_is_ready(
         "2/2 evicted",
     ]
     assert result.summary == (
-        "gpu-node-02 drained: evicted 2 pods (emptyDir data deleted for 1), 3 left in place in 6.0s"
+        "gpu-node-02 drained: evicted 2 pods (emptyDir data deleted for 1), 3 left in place in 3.0s"
     )
     trainer = sim.cluster.get("Pod", "ml", "trainer-1")
     assert trainer is None or trainer["spec"].get("nodeName") != "gpu-node-02"
@@ -245,9 +252,19 @@ def test_eviction_answered_404_counts_as_already_gone(
 def test_a_pod_rebound_to_another_node_is_not_evicted_again(
     sim: SimHandle, run_action: RunAction, clock: FrozenClock
 ) -> None:
-    sim.cluster.fail_evictions("ml", "trainer-1", 429)
-    # Refused at 0 s; 2 s later, before the retry, trainer-1 is replaced on gpu-node-03.
-    clock.call_later(2, lambda: sim.cluster.rebind("ml", "trainer-1", "gpu-node-03"))
+    stuck = _stuck_trainer_0(sim)
+
+    def move_and_release() -> None:
+        # 2 s in, while trainer-1 waits on its budget: it is replaced on gpu-node-03, and
+        # trainer-0 goes, so the budget allows a disruption again.
+        sim.cluster.rebind("ml", "trainer-1", "gpu-node-03")
+        sim.cluster.remove_pod("ml", "trainer-0")
+        eventually(
+            lambda: _replaced_and_ready(sim, "ml", "trainer-0", stuck),
+            what="trainer-0's replacement to be Ready",
+        )
+
+    clock.call_later(2, move_and_release)
 
     result = _drain(run_action, ctx_={"clock": clock}, node="gpu-node-02", grace_period=0)
 
@@ -256,8 +273,8 @@ def test_a_pod_rebound_to_another_node_is_not_evicted_again(
         ("ml/trainer-1", "replaced by a new pod of that name on gpu-node-03 while waiting")
     ]
     assert _evictions(sim, "ml", "trainer-1") == [429]
-    # kubectl re-reads the pod before the retry at 5 s, and finds it moved.
-    assert result.duration_seconds == draining.RETRY_INTERVAL
+    # kubectl re-reads the pod before evicting it again, and finds it moved.
+    assert result.duration_seconds == 2.0
     moved = sim.cluster.get("Pod", "ml", "trainer-1")
     assert moved is not None and moved["spec"]["nodeName"] == "gpu-node-03"
     assert "deletionTimestamp" not in moved["metadata"]

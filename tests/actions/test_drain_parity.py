@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client
 
 from bot.actions import ActionContext, execute, registry
-from bot.actions.kubernetes import draining
+from bot.actions.kubernetes import budgets, draining
 from bot.config import load_settings
 from bot.sim import SimHandle, running, seed
 from tests.sim.waiting import TIME_SCALE, eventually
@@ -189,10 +189,10 @@ def test_budget_selectors_match_labels_and_expressions() -> None:
         client.V1LabelSelectorRequirement,
     )
 
-    assert draining.selects(sel(match_labels={"app": "trainer"}), labels)
-    assert draining.selects(sel(), labels) and not draining.selects(None, labels)
-    assert not draining.selects(sel(match_labels={"app": "x"}), labels)
-    assert draining.selects(sel(match_expressions=[term(key="x", operator="DoesNotExist")]), labels)
-    assert not draining.selects(
+    assert budgets.selects(sel(match_labels={"app": "trainer"}), labels)
+    assert budgets.selects(sel(), labels) and not budgets.selects(None, labels)
+    assert not budgets.selects(sel(match_labels={"app": "x"}), labels)
+    assert budgets.selects(sel(match_expressions=[term(key="x", operator="DoesNotExist")]), labels)
+    assert not budgets.selects(
         sel(match_expressions=[term(key="app", operator="NotIn", values=["trainer"])]), labels
     )

@@ -62,6 +62,10 @@ NEEDED: dict[tuple[str, str, str, str], str] = {
     ("cluster", "policy", "poddisruptionbudgets", "list"): (
         "list_namespaced_pod_disruption_budget"
     ),
+    # The drain watches the budget an eviction waits on (`watch=True` on the same call).
+    ("cluster", "policy", "poddisruptionbudgets", "watch"): (
+        "list_namespaced_pod_disruption_budget"
+    ),
     ("cluster", "scheduling.volcano.sh", "queues", "get"): "get_cluster_custom_object",
     ("cluster", "scheduling.volcano.sh", "queues", "patch"): "patch_cluster_custom_object",
     ("cluster", "scheduling.volcano.sh", "queues/status", "patch"): (
@@ -112,8 +116,10 @@ def test_nothing_is_granted_by_wildcard_nor_on_secrets_configmaps_or_rbac() -> N
     assert rules and "*" not in words
     assert not {"secrets", "configmaps", "serviceaccounts", "roles", "clusterroles"} & words
     assert not {"escalate", "bind", "impersonate", "update"} & words
+    # Watching is granted only where the bot waits on a status: the topology cache on
+    # nodes, the drain on budgets.
     watched = {(group, resource) for _, group, resource, verb in granted if verb == "watch"}
-    assert watched == {("", "nodes")}  # the topology cache's; nothing else is watched
+    assert watched == {("", "nodes"), ("policy", "poddisruptionbudgets")}
     assert {scope for scope, *_ in granted} == {"cluster", "runbook-bot"}
 
 

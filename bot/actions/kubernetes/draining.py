@@ -5,8 +5,14 @@ terminating past the skip-wait timeout, DaemonSet pods, mirror pods, emptyDir po
 with no controller. `evict` evicts every planned pod at once and waits for each to leave:
 
     evict -> accepted -> read it every 1 s -> NotFound, new UID or other node: evicted
-          -> 429 (a PodDisruptionBudget) -> wait 5 s (staggered) -> re-read -> evict again
+          -> 429 (a PodDisruptionBudget) -> wait until the budget's status allows one
+             more disruption (watched: `budgets`) -> re-read -> evict again
           -> 404 (already gone), or 409 on our UID precondition (replaced): gone
+
+Where kubectl retries a refused eviction every 5 s, we watch the budget: its
+`disruptionsAllowed` turns positive when a replacement is Ready, and its waiting pods go
+at that moment, as many as it allows. Only when no budget is named, or the budgets cannot
+be watched, does a refused pod wait kubectl's 5 s (staggered) before it is tried again.
 
 The caller's thread keeps each pod's next step on a timer heap and hands it (one API call)
 to a bounded pool, so a pod waiting on a budget holds no worker and a hundred pods start
@@ -19,8 +25,6 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
-import json
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -34,7 +38,7 @@ from kubernetes.client.exceptions import ApiException
 
 from bot.actions import cluster
 from bot.actions.context import ActionContext
-from bot.actions.kubernetes import api
+from bot.actions.kubernetes import api, budgets, waits
 from bot.errors import ActionError
 
 RETRY_INTERVAL: Final = 5.0
@@ -44,7 +48,6 @@ POLL_INTERVAL: Final = 1.0
 MAX_WORKERS: Final = 32
 MIRROR: Final = "kubernetes.io/config.mirror"
 FINISHED: Final = ("Succeeded", "Failed")
-_NEEDS = re.compile(r"needs (\d+) healthy pods and has (\d+)")
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,7 @@ class _Pod:
     accepted_at: float = 0.0
     outcome: str = ""  # evicted | gone | failed, once settled
     why: str = ""
+    parked_on: str = ""  # the budget ("ns/name") it waits to allow it
 
     def remains(self, now: float) -> str:
         if self.outcome:  # failed
@@ -191,6 +195,7 @@ class _Answer(NamedTuple):
     outcome: str  # accepted | blocked | waiting | evicted | gone | failed
     why: str = ""
     budget: str = ""  # of a 429: the budgets that refused
+    keys: tuple[str, ...] = ()  # ... as "ns/name"
 
 
 def evict(
@@ -204,35 +209,52 @@ def evict(
     timers = [(0.0, next(order), pod) for pod in pods]
     running: dict[Future[_Answer], _Pod] = {}
     shown, refusals = ("", 0.0), Counter[str]()
+    watch = budgets.BudgetWatch[_Pod](ctx)
 
     def settle(done: set[Future[_Answer]]) -> None:
         for future in done:
             pod = running.pop(future)
             now = clock.monotonic()
-            delay = _apply(pod, future.result(), now, ctx.dry_run, refusals)
+            answer = future.result()
+            if _park(pod, answer, ctx.dry_run, watch):
+                continue
+            delay = _apply(pod, answer, now, ctx.dry_run, refusals)
             if delay is not None:
                 heapq.heappush(timers, (now + delay, next(order), pod))
 
-    # More threads than pooled connections would open and drop a connection per call.
+    def release() -> None:
+        watch.changed.clear()  # before reading: a status that comes later wakes the wait
+        for pod in watch.due():
+            pod.parked_on = ""
+            heapq.heappush(timers, (clock.monotonic(), next(order), pod))
+
+    # More threads than pooled connections would open and drop a connection per call; a
+    # budget's watch, if one is needed, holds one of them.
     pooled = getattr(getattr(ctx.kube(), "configuration", None), "connection_pool_maxsize", 0)
-    workers = max(1, min(MAX_WORKERS, len(pods), pooled or MAX_WORKERS))
-    with ThreadPoolExecutor(workers, thread_name_prefix="drain") as pool:
-        while (timers or running) and clock.monotonic() < deadline:
-            now = clock.monotonic()
-            while timers and timers[0][0] <= now:
-                pod = heapq.heappop(timers)[2]
-                running[pool.submit(calls.step, pod.ref, pod.waiting, pod.attempts)] = pod
-            pause = max(0.0, min(timers[0][0] if timers else deadline, deadline) - now)
-            if running:
-                # The calls in flight answer within the API timeout; a test clock stands
-                # still meanwhile, so its timers fall due only once they have answered.
-                settle(wait(running, timeout=pause, return_when=FIRST_COMPLETED).done)
-            else:
-                clock.sleep(pause)
-            shown = _report(ctx, pods, shown)
-        # Past the deadline, calls already sent still answer (each within the API timeout),
-        # so the result says what really happened to those pods.
-        settle(wait(running).done)
+    workers = max(1, min(MAX_WORKERS, len(pods), (pooled - 1) if pooled else MAX_WORKERS))
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="drain") as pool:
+            while (timers or running or watch.waiting()) and clock.monotonic() < deadline:
+                release()
+                now = clock.monotonic()
+                while timers and timers[0][0] <= now:
+                    pod = heapq.heappop(timers)[2]
+                    running[pool.submit(calls.step, pod.ref, pod.waiting, pod.attempts)] = pod
+                pause = max(0.0, min(timers[0][0] if timers else deadline, deadline) - now)
+                if running:
+                    # The calls in flight answer within the API timeout; a test clock stands
+                    # still meanwhile, so its timers fall due only once they have answered.
+                    settle(wait(running, timeout=pause, return_when=FIRST_COMPLETED).done)
+                elif watch.waiting():
+                    waits.until(clock, watch.changed, pause)  # a budget's status, or a timer
+                else:
+                    clock.sleep(pause)
+                shown = _report(ctx, pods, shown)
+            # Past the deadline, calls already sent still answer (each within the API
+            # timeout), so the result says what really happened to those pods.
+            settle(wait(running).done)
+    finally:
+        watch.close()
     drained = Drained(timed_out=any(not pod.outcome for pod in pods))
     for pod in pods:
         if pod.outcome == "evicted":
@@ -240,8 +262,28 @@ def evict(
         elif pod.outcome == "gone":
             drained.gone.append((pod.ref.key, pod.why))
         else:
-            drained.remaining.append((pod.ref.key, pod.remains(clock.monotonic())))
+            drained.remaining.append((pod.ref.key, _remains(pod, clock.monotonic(), watch)))
     return drained
+
+
+def _park(pod: _Pod, answer: _Answer, dry_run: bool, watch: budgets.BudgetWatch[_Pod]) -> bool:
+    """A refused pod whose one budget is known waits for that budget's status (True);
+    otherwise (False) `_apply` schedules its retry."""
+    if answer.outcome != "blocked" or dry_run or len(answer.keys) != 1:
+        return False
+    if not watch.park(pod, answer.keys[0]):
+        return False
+    pod.attempts += 1
+    pod.blocked_by, pod.parked_on = answer.why, answer.keys[0]
+    return True
+
+
+def _remains(pod: _Pod, now: float, watch: budgets.BudgetWatch[_Pod]) -> str:
+    why = pod.remains(now)
+    status = watch.status(pod.parked_on) if pod.parked_on else None
+    if status is None:
+        return why
+    return f"{why}; PDB {pod.parked_on} never allowed it meanwhile ({status.describe()})"
 
 
 def _apply(
@@ -294,7 +336,7 @@ class _Calls:
     ctx: ActionContext
     node: str
     rules: Rules
-    budgets: dict[str, list[Any]] = field(default_factory=dict)
+    listed: dict[str, list[Any]] = field(default_factory=dict)  # budgets, by namespace
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def step(self, ref: PodRef, waiting: bool, attempts: int) -> _Answer:
@@ -345,33 +387,34 @@ class _Calls:
             if exc.status == 404:
                 return _Answer("gone", "already gone")
             if exc.status == 429:
-                named, cause = self.budget(ref), _budget_cause(exc)
-                return _Answer("blocked", f"{named} ({cause})" if named else cause, named)
+                keys, cause = self.budget_keys(ref), budgets.cause(exc)
+                named = f"PDB {', '.join(keys)}" if keys else ""
+                why = f"{named} ({cause})" if named else cause
+                return _Answer("blocked", why, named, tuple(keys))
             moved = self.moved(ref)  # 409: our UID precondition failed
             return _Answer("gone", moved) if moved else _Answer("failed", cluster.reason(exc))
         return _Answer("accepted")
 
-    def budget(self, ref: PodRef) -> str:
-        """ "PDB ns/name" for the PodDisruptionBudgets selecting the pod, or ""."""
+    def budget_keys(self, ref: PodRef) -> list[str]:
+        """ "ns/name" of each PodDisruptionBudget selecting the pod."""
         try:
             with self.lock:
-                if ref.namespace not in self.budgets:
-                    self.budgets[ref.namespace] = cluster.call(
+                if ref.namespace not in self.listed:
+                    self.listed[ref.namespace] = cluster.call(
                         f"list PodDisruptionBudgets in {ref.namespace}",
                         client.PolicyV1Api(self.ctx.kube()).list_namespaced_pod_disruption_budget,
                         ref.namespace,
                         timeout=api.timeout(self.ctx),
                         clock=self.ctx.clock,
                     ).items
-                budgets = self.budgets[ref.namespace]
+                found = self.listed[ref.namespace]
         except ActionError:
-            return ""  # the API's own message still explains the 429
-        names = [
+            return []  # the API's own message still explains the 429
+        return [
             f"{ref.namespace}/{b.metadata.name}"
-            for b in budgets
-            if b.spec is not None and selects(b.spec.selector, ref.labels)
+            for b in found
+            if b.spec is not None and budgets.selects(b.spec.selector, ref.labels)
         ]
-        return f"PDB {', '.join(names)}" if names else ""
 
     def check(self, ref: PodRef) -> _Answer:
         pod = self.read(ref)
@@ -383,29 +426,3 @@ class _Calls:
         if 0 < self.rules.skip_wait_seconds < waited:
             return _Answer("gone", f"terminating over {self.rules.skip_wait_seconds}s; skipped")
         return _Answer("waiting", "" if deleting is None else f"deletion due {deleting}")
-
-
-def _budget_cause(exc: ApiException) -> str:
-    """ "needs 3 healthy pods, has 3" from the 429's DisruptionBudget cause, else its message."""
-    try:
-        body = json.loads(exc.body or "{}")
-        causes = (body.get("details") or {}).get("causes") or []
-        found = next(m for c in causes if (m := _NEEDS.search(str(c.get("message")))))
-    except (TypeError, ValueError, AttributeError, StopIteration):
-        return cluster.reason(exc)
-    return f"needs {found[1]} healthy pods, has {found[2]}"
-
-
-def selects(selector: Any, labels: Mapping[str, str]) -> bool:
-    """A LabelSelector against pod labels; an empty selector selects every pod, None none."""
-    if selector is None:
-        return False
-    terms = [(key, "In", [value]) for key, value in (selector.match_labels or {}).items()]
-    terms += [(t.key, t.operator, t.values or []) for t in selector.match_expressions or []]
-    return all(_holds(labels, *term) for term in terms)
-
-
-def _holds(labels: Mapping[str, str], key: str, operator: str, values: list[str]) -> bool:
-    matched, present = key in labels and labels[key] in values, key in labels
-    known = {"In": matched, "NotIn": not matched, "Exists": present, "DoesNotExist": not present}
-    return known.get(operator, False)

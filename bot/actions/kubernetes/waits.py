@@ -7,10 +7,14 @@ return at once after a power cycle, with the node still down. So the node must s
 for `ready_for` (default 1 minute, longer than that grace period): a Ready left over from
 before the power went cannot last that long, and a Ready that does comes from a kubelet
 that is running now.
+
+`until` waits on the action's clock for something another thread reports (an event), as
+the drain waits for a PodDisruptionBudget to allow one more eviction.
 """
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 
@@ -20,11 +24,16 @@ from bot.actions.context import ActionContext
 from bot.actions.kubernetes import api, nodes
 from bot.actions.registry import Risk, action
 from bot.actions.types import Result
+from bot.clock import Clock, ScaledClock, SystemClock
 from bot.durations import Duration, format_duration
 from bot.errors import TemporaryActionError
 
 POLL_SECONDS = 5.0
 """How often the node is read while waiting, on the action's clock."""
+STILL_CLOCK_GRACE = 1.0
+"""Real seconds `until` gives an event on a clock that moves only when told (a test's)."""
+STILL_CLOCK_STEP = 1.0
+"""How far `until` then moves such a clock at most, so what falls due on it happens."""
 
 WaitTimeout = Annotated[Duration, Field(ge=timedelta(seconds=1), le=timedelta(hours=2))]
 Hold = Annotated[Duration, Field(ge=timedelta(0), le=timedelta(minutes=30))]
@@ -146,3 +155,23 @@ def _result(
         saw_not_ready=saw_not_ready,
         waited_seconds=waited,
     )
+
+
+def until(clock: Clock, event: threading.Event, seconds: float) -> bool:
+    """Wait until `event` is set or `seconds` pass on `clock`; True when it is set.
+
+    The system clock and a scaled one run by themselves: the wait is `seconds` of theirs.
+    A clock that moves only when told (a test's `FrozenClock`) stands still while another
+    thread sets the event: the event gets `STILL_CLOCK_GRACE` real seconds, then the clock
+    is moved as a sleep would, by at most `STILL_CLOCK_STEP`, and the caller waits again.
+    """
+    if seconds <= 0:
+        return event.is_set()
+    if isinstance(clock, SystemClock):
+        return event.wait(seconds)
+    if isinstance(clock, ScaledClock):
+        return event.wait(seconds * clock.scale)
+    if event.wait(STILL_CLOCK_GRACE):
+        return True
+    clock.sleep(min(seconds, STILL_CLOCK_STEP))
+    return event.is_set()

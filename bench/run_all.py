@@ -55,6 +55,9 @@ class Benchmark:
 BENCHMARKS = (
     Benchmark("ingest", "ingest.py", (), ("--seconds", "3", "--batches", "300"), 600),
     Benchmark("ingest_sqlite", "ingest_sqlite.py", (), ("--seconds", "3", "--batches", "300"), 300),
+    # The webhook against a bare endpoint, 1,000-node payloads; storm reads its ratio.
+    Benchmark("ingest_peer", "ingest.py", ("--peer",), ("--peer", "--seconds", "3"), 300),
+    Benchmark("storm", "storm.py", (), ("--small",), 600),
     Benchmark(
         "alert_to_card", "alert_to_card.py", (), ("--incidents", "15", "--interval", "1.2"), 1500
     ),

@@ -412,6 +412,14 @@ def judge(result: Measured) -> Verdicts:
     return Verdicts(by_kind, standing, cards, pages, domain_card_s, xid_card_s, waited)
 
 
+def peer_results(args: argparse.Namespace) -> Path:
+    """--peer-results; by default ingest_peer.json beside --json (bench/run_all.py runs
+    `ingest.py --peer` into the same folder just before), else in bench/results."""
+    if args.peer_results is not None:
+        return Path(args.peer_results)
+    return Path(args.json).with_name("ingest_peer.json") if args.json else PEER_RESULTS
+
+
 def peer_ratio(path: Path) -> tuple[float, float, float] | None:
     """(ratio, serve alerts/s, bare alerts/s) from `bench/ingest.py --peer`'s results."""
     try:
@@ -443,7 +451,7 @@ def report(args: argparse.Namespace, result: Measured) -> int:
     posts = result.metrics.get("ingest_seconds_count", 0.0)
     in_ingest = result.metrics.get("ingest_seconds_sum", 0.0) / max(posts, 1.0) * 1000
     alerts = sum(v for k, v in result.metrics.items() if "alerts_ingested_total" in k)
-    peer = peer_ratio(Path(args.peer_results))
+    peer = peer_ratio(peer_results(args))
     domains = {f.kind: f for f in result.failures if f.kind != "xid"}
     pushed = sum(f.alerts for f in result.failures)
     row, leaf, nfs = (domains[k] for k in ("row", "leaf", "nfs"))
@@ -455,7 +463,7 @@ def report(args: argparse.Namespace, result: Measured) -> int:
     latencies = ", ".join(f"{k} {v:.1f}" for k, v in found.domain_card_s.items())
     xid_p50, xid_p99 = (percentile(found.xid_card_s, q) for q in (0.5, 0.99))
     if peer is None:
-        versus = f"not measured: run bench/ingest.py --peer --json {args.peer_results}"
+        versus = f"not measured: run bench/ingest.py --peer --json {peer_results(args)}"
     else:
         versus = (
             f"webhook {peer[1]:,.0f} / bare endpoint {peer[2]:,.0f} alerts/s = {peer[0]:.2f} "
@@ -571,8 +579,9 @@ def main() -> int:
     parser.add_argument("--group-wait", default="1s", help="Alertmanager's group_wait (1s)")
     parser.add_argument(
         "--peer-results",
-        default=str(PEER_RESULTS),
-        help="bench/ingest.py --peer's JSON, for the ratio to a bare endpoint",
+        default=None,
+        help="bench/ingest.py --peer's JSON, for the ratio to a bare endpoint (default: "
+        "ingest_peer.json beside --json, else bench/results/ingest_peer.json)",
     )
     add_option(parser)
     args = parser.parse_args()

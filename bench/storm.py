@@ -469,6 +469,10 @@ def report(args: argparse.Namespace, result: Measured) -> int:
             f"webhook {peer[1]:,.0f} / bare endpoint {peer[2]:,.0f} alerts/s = {peer[0]:.2f} "
             f"(>= {TARGET_RATIO})  {verdict(peer[0] >= TARGET_RATIO)}  (bench/ingest.py --peer)"
         )
+    channel = Counter(
+        "thread" if c.params.get("thread_ts") else "update" if c.method == "chat.update" else "card"
+        for c in result.seen.paced
+    )
     lines = [
         ("machine", f"{os.cpu_count()} cores, shared by all processes"),
         ("setup", f"sim fleet of {size.nodes} nodes -> Alertmanager (deploy/alertmanager.yaml "
@@ -489,6 +493,8 @@ def report(args: argparse.Namespace, result: Measured) -> int:
         ("to card s", f"a domain's first alert POSTed -> its card: {latencies}; p99 "
          f"{card_p99:.1f} (< {TARGET_CARD_S:g})  {verdict(card_p99 < TARGET_CARD_S)}"),
         ("  XIDs", f"alert -> card p50 {xid_p50:.1f}  p99 {xid_p99:.1f} s"),
+        ("channel", f"{channel['card']} cards, {channel['update']} updates, "
+         f"{channel['thread']} thread posts sent by the bot"),
         ("card order", f"{len(found.waited)} critical cards waited behind a warning card or an "
          f"update  {verdict(not found.waited)}"),
         *[("", f"INC-{n}: behind {', '.join(ahead[:3])}") for n, ahead in found.waited[:5]],

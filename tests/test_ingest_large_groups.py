@@ -48,6 +48,15 @@ def named(entries: list[LogEntry]) -> Counter[str]:
     return found
 
 
+def labels_logged(entries: list[LogEntry]) -> dict[str, dict[str, str]]:
+    """Fingerprint -> the labels the log holds for it (shared ones | its own)."""
+    return {
+        item["fingerprint"]: {**entry.data["labels"], **item["labels"]}
+        for entry in entries
+        for item in entry.data["alerts"]
+    }
+
+
 def test_a_group_of_many_alerts_is_stored_whole_and_logged_in_entries_of_a_hundred(
     client: httpx.Client, db: Database
 ) -> None:
@@ -60,6 +69,9 @@ def test_a_group_of_many_alerts_is_stored_whole_and_logged_in_entries_of_a_hundr
     firing = alert_entries(db, "alert.firing")
     assert [entry.data["count"] for entry in firing] == [100, 100, 50]
     assert named(firing) == Counter(a["fingerprint"] for a in alerts)
+    assert labels_logged(firing) == {a["fingerprint"]: a["labels"] for a in alerts}
+    assert firing[0].data["labels"]["alertname"] == "GPUHighTemperature"  # said once
+    assert "alertname" not in firing[0].data["alerts"][0]["labels"]
     assert firing[0].summary.startswith("GPUHighTemperature firing: 100 alerts: gpu-node-0000")
     assert firing[0].summary.endswith("and 97 more")
     assert verifies(db, 1)

@@ -32,12 +32,12 @@ def _no_nul(value: str) -> str:
 
 
 def _check_strings(value: dict[str, str]) -> dict[str, str]:
-    # One pass in C for the common case (a storm's group is 1,000 alerts of ~15 labels);
-    # the loop below only runs to name what is wrong.
-    longest_key = max(map(len, value), default=0)
-    longest_text = max(map(len, value.values()), default=0)
-    fits = longest_key <= 256 and longest_text <= MAX_LABEL_VALUE
-    if fits and "\x00" not in "".join(value) and "\x00" not in "".join(value.values()):
+    # The common case in two joins (a storm's group is 1,000 alerts of ~15 labels): when
+    # all names together fit one name's limit and all values one value's, each does. The
+    # loop below only runs to look closer, and to name what is wrong.
+    names, texts = "".join(value), "".join(value.values())
+    fits = len(names) <= 256 and len(texts) <= MAX_LABEL_VALUE
+    if fits and "\x00" not in names and "\x00" not in texts:
         return value
     for key, text in value.items():
         _no_nul(key)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, insert, select, tuple_, update
@@ -53,7 +54,7 @@ SHOWN = 3
 """Alerts a shared entry's summary describes; the rest are counted."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AlertEvent:
     """One alert that fired or resolved, waiting to be logged (`Writes.alert`)."""
 
@@ -95,7 +96,7 @@ class Writes:
         """Every held alert into the log, in the order they came. A few alerts get an
         entry each (data: fingerprint, starts_at, ends_at, labels); a storm's group of
         1,000 gets one entry per `PER_ENTRY` alerts of one incident, kind and alertname,
-        whose data lists each of them the same way (data: count, alerts), so the log still
+        whose data lists each of them (`_shared`: count, labels, alerts), so the log still
         names every alert while its chain grows by tens of entries, not thousands."""
         events, self.events = self.events, []
         if len(events) <= ONE_BY_ONE:
@@ -124,16 +125,26 @@ class Writes:
         )
 
     def _shared(self, events: list[AlertEvent]) -> None:
+        """One entry for many alerts: the labels they all share once (`labels`), and each
+        alert with only its own (an alert's labels are `labels` | its `labels`)."""
         first, count = events[0], len(events)
         shown = "; ".join(one.described[:200] for one in events[:SHOWN])
         more = f" and {count - SHOWN} more" if count > SHOWN else ""
+        common = dict(first.data["labels"])
+        for one in events[1:]:
+            labels = one.data["labels"]
+            common = {k: v for k, v in common.items() if labels.get(k) == v}
+        alerts = [
+            {**one.data, "labels": {k: v for k, v in one.data["labels"].items() if k not in common}}
+            for one in events
+        ]
         self._entry(
             first.incident,
             at=first.at,
             actor=first.actor,
             type=first.type,
             summary=f"{first.alertname or 'alert'} {first.verb}: {count} alerts: {shown}{more}",
-            data={"count": count, "alerts": [one.data for one in events]},
+            data={"count": count, "labels": common, "alerts": alerts},
         )
 
     def flush_alerts(self, session: Session, now: datetime) -> None:
@@ -220,23 +231,31 @@ FROM alerts JOIN unnest(%(fingerprints)b::text[], %(starts)b::timestamptz[])
     ON alerts.fingerprint = keys.fingerprint AND alerts.starts_at = keys.starts_at"""
 
 
+_ENUMS = frozenset({"status", "severity"})
+"""Columns staged as enums (`StrEnum`): sent as their values."""
+
+
 def _text(value: object) -> object:
     """A column value as the driver should send it: enums as their value."""
-    return value.value if hasattr(value, "value") else value
+    return value.value if isinstance(value, Enum) else value
 
 
 def _json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _column(rows: list[dict[str, object]], name: str) -> list[Any]:
+    if name in _JSON:
+        return [_json(row[name]) for row in rows]
+    if name in _ENUMS:
+        return [_text(row[name]) for row in rows]
+    return [row[name] for row in rows]
+
+
 def _flush_postgres(session: Session, writes: Writes, now: datetime) -> None:
     conn = session.connection()
     if writes.alerts:
-        columns: dict[str, list[Any]] = {name: [] for name, _ in _COLUMNS}
-        for row in writes.alerts:
-            for name, values in columns.items():
-                value = row[name]
-                values.append(_json(value) if name in _JSON else _text(value))
+        columns = {name: _column(writes.alerts, name) for name, _ in _COLUMNS}
         conn.exec_driver_sql(_INSERT, columns)
     if writes.bumps:
         conn.exec_driver_sql(_BUMP, {"now": now, "ids": writes.bumps})

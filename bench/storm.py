@@ -363,6 +363,10 @@ class Verdicts:
     waited: list[tuple[int, list[str]]]
     """Critical cards sent after a warning card or a card update that came after their
     incident opened: (incident, what went first)."""
+    domain_cards: dict[str, int] = field(default_factory=dict)
+    """Cards and pages of every incident of a domain, merged ones too: what the channel and
+    the on-call person got for it (target 1)."""
+    domain_pages: dict[str, int] = field(default_factory=dict)
 
 
 def judge(result: Measured) -> Verdicts:
@@ -375,6 +379,8 @@ def judge(result: Measured) -> Verdicts:
     pages = Counter({i.number: seen.pages[i.number] for i in standing})
     first_card = {n: min(c.monotonic for c in calls) for n, calls in seen.cards.items()}
     domain_card_s: dict[str, float] = {}
+    domain_cards: dict[str, int] = {}
+    domain_pages: dict[str, int] = {}
     xid_card_s: list[float] = []
     for failure in result.failures:
         mine = [
@@ -386,8 +392,11 @@ def judge(result: Measured) -> Verdicts:
         took = min(arrived) - failure.pushed if arrived else math.inf
         if failure.kind == "xid":
             xid_card_s.append(took)
-        else:
-            domain_card_s[failure.kind] = took
+            continue
+        domain_card_s[failure.kind] = took
+        every = [i.number for i in by_kind[failure.kind] if i.nodes & set(failure.nodes)]
+        domain_cards[failure.kind] = sum(len(seen.cards.get(n, [])) for n in every)
+        domain_pages[failure.kind] = sum(seen.pages[n] for n in every)
     severity = {i.number: i.severity for i in result.incidents}
     opened = {i.number: i.opened_wall for i in result.incidents}
     card_of = {id(call): n for n, calls in seen.cards.items() for call in calls}
@@ -409,7 +418,17 @@ def judge(result: Measured) -> Verdicts:
                 ahead.append(f"the {severity.get(other)} card of INC-{other}")
         if ahead:
             waited.append((number, ahead))
-    return Verdicts(by_kind, standing, cards, pages, domain_card_s, xid_card_s, waited)
+    return Verdicts(
+        by_kind,
+        standing,
+        cards,
+        pages,
+        domain_card_s,
+        xid_card_s,
+        waited,
+        domain_cards,
+        domain_pages,
+    )
 
 
 def peer_results(args: argparse.Namespace) -> Path:
@@ -469,6 +488,10 @@ def report(args: argparse.Namespace, result: Measured) -> int:
             f"webhook {peer[1]:,.0f} / bare endpoint {peer[2]:,.0f} alerts/s = {peer[0]:.2f} "
             f"(>= {TARGET_RATIO})  {verdict(peer[0] >= TARGET_RATIO)}  (bench/ingest.py --peer)"
         )
+    per_domain = ", ".join(
+        f"{k} {found.domain_cards[k]} / {found.domain_pages[k]}" for k in found.domain_cards
+    )
+    one_each = set(found.domain_cards.values()) | set(found.domain_pages.values()) == {1}
     channel = Counter(
         "thread" if c.params.get("thread_ts") else "update" if c.method == "chat.update" else "card"
         for c in result.seen.paced
@@ -490,6 +513,8 @@ def report(args: argparse.Namespace, result: Measured) -> int:
          f"{verdict(not no_card and most_cards <= 1)}"),
         ("pages", f"{sum(found.pages.values())}, at most {most_pages} for one, {len(no_page)} "
          f"without  {verdict(not no_page and most_pages <= 1)}"),
+        ("per domain", f"cards / pages of all its incidents, merged ones too: {per_domain}  "
+         f"{verdict(one_each)}"),
         ("to card s", f"a domain's first alert POSTed -> its card: {latencies}; p99 "
          f"{card_p99:.1f} (< {TARGET_CARD_S:g})  {verdict(card_p99 < TARGET_CARD_S)}"),
         ("  XIDs", f"alert -> card p50 {xid_p50:.1f}  p99 {xid_p99:.1f} s"),
@@ -535,6 +560,10 @@ def write_json(
     results.metric("most cards for one incident", max(found.cards.values(), default=0), "cards",
                    target=1)  # fmt: skip
     results.metric("incidents without a card", no_card, "incidents", target=0)
+    results.metric("most cards for one failure domain", max(found.domain_cards.values()),
+                   "cards", target=1)  # fmt: skip
+    results.metric("most pages for one failure domain", max(found.domain_pages.values()),
+                   "pages", target=1)  # fmt: skip
     results.metric("pages", sum(found.pages.values()), "pages")
     results.metric("most pages for one incident", max(found.pages.values(), default=0), "pages",
                    target=1)  # fmt: skip

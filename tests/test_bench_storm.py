@@ -47,5 +47,7 @@ def test_the_small_storm_is_one_incident_per_failure_with_one_card_and_one_page_
     assert found["most cards for one incident"] == 1, report
     assert found["incidents without a page"] == 0, report
     assert found["most pages for one incident"] == 1, report
+    assert found["most cards for one failure domain"] == 1, report  # merged ones too
+    assert found["most pages for one failure domain"] == 1, report
     assert found["cards"] == found["standing incidents"], report
     assert found["pages"] == found["standing incidents"], report

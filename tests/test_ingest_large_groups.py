@@ -8,7 +8,7 @@ from collections import Counter
 import httpx
 
 from bot.db import Database
-from bot.incidents import log
+from bot.incidents import log, service
 from bot.incidents.models import LogEntry
 from tests.support.payloads import alert, notification, resolved
 from tests.support.rows import counts, verifies
@@ -109,4 +109,23 @@ def test_a_few_alerts_still_get_one_entry_each(client: httpx.Client, db: Databas
 
     firing = alert_entries(db, "alert.firing")
     assert [entry.data["fingerprint"] for entry in firing] == [a["fingerprint"] for a in alerts]
+    assert verifies(db, 1)
+
+
+def test_the_same_alert_twice_in_one_notification_is_one_row(
+    client: httpx.Client, db: Database
+) -> None:
+    alerts = row_overheats()[:20]
+    first = alerts[0]
+
+    post(client, group_of([*alerts, first]))
+    gone = resolved(first)
+    post(client, group_of([gone, *alerts[1:], gone]))
+
+    with db.session() as session:
+        rows = service.alerts_of(session, 1)
+    assert len(rows) == 20
+    mine = next(row for row in rows if row.fingerprint == first["fingerprint"])
+    assert (mine.status, mine.receive_count) == ("resolved", 4)  # every copy counted
+    assert named(alert_entries(db, "alert.resolved")) == Counter([first["fingerprint"]])
     assert verifies(db, 1)

@@ -23,7 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from sqlalchemy.engine import make_url
 
@@ -61,17 +61,20 @@ def peak_rss_kib(pid: int) -> int:
     return int(next(line.split()[1] for line in status if line.startswith("VmHWM")))
 
 
-def load(name: str, hook: str, pid: int, args: argparse.Namespace) -> tuple[ingest.Phase, Any]:
+def load(
+    name: str, hook: str, pid: int, args: argparse.Namespace
+) -> tuple[ingest.Phase, ingest.Traffic]:
+    """Drive one endpoint with the seeded wide traffic; its phase and what was sent."""
     traffic = ingest.Traffic(0, 0.0, random.Random(SEED), wide=True)
     what = f"closed loop, {args.clients} clients back to back, 1,000-node payloads"
-    return ingest.phase(
-        name, what, traffic, pid, args, ingest.drive(hook, args.clients, traffic)
-    ), traffic
+    go = ingest.drive(hook, args.clients, traffic)
+    return ingest.phase(name, what, traffic, pid, args, go), traffic
 
 
-def stored(url: str, query: str) -> int:
+def stored(url: str) -> int:
+    """Alert rows in the database (both sides name their table `alerts`)."""
     with ingest.connect(url) as conn:
-        return int((conn.execute(query).fetchone() or (0,))[0])
+        return int((conn.execute("SELECT count(*) FROM alerts").fetchone() or (0,))[0])
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -97,10 +100,7 @@ def serve_side(args: argparse.Namespace, env: dict[str, str], log: IO[bytes]) ->
         hwm = peak_rss_kib(server.pid)
     finally:
         stop(server)
-    return Side("runbook-bot serve", phase, traffic, stored(args.database_url, COUNT), hwm)
-
-
-COUNT = "SELECT count(*) FROM alerts"
+    return Side("runbook-bot serve", phase, traffic, stored(args.database_url), hwm)
 
 
 def bare_side(args: argparse.Namespace, url: str, log: IO[bytes]) -> Side:
@@ -115,7 +115,7 @@ def bare_side(args: argparse.Namespace, url: str, log: IO[bytes]) -> Side:
         hwm = peak_rss_kib(server.pid)
     finally:
         stop(server)
-    return Side("bare endpoint", phase, traffic, stored(url, COUNT), hwm)
+    return Side("bare endpoint", phase, traffic, stored(url), hwm)
 
 
 def free_port() -> int:

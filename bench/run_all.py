@@ -8,7 +8,7 @@ process and of every descendant it waited for (the `runbook-bot serve` and `work
 processes, Alertmanager, kubectl, ipmitool), i.e. the biggest single process of the run,
 not a sum. The ingest benchmark also reports `serve`'s own VmHWM.
 
-    .venv/bin/python bench/run_all.py             # the documented sizes (~15 min)
+    .venv/bin/python bench/run_all.py             # the documented sizes (~20 min)
     .venv/bin/python bench/run_all.py --quick     # small sizes, a smoke run (~4 min)
     .venv/bin/python bench/run_all.py --only drain --only bmc
 

@@ -9,6 +9,7 @@ one notification per group at a time). Mix: ~50% new firing groups, ~35% repeats
 fingerprint + startsAt), ~15% resolutions. Client, server and PostgreSQL share the machine.
 
     .venv/bin/python bench/ingest.py [--database-url URL] [--clients N] [--seconds S] [--batches N]
+    .venv/bin/python bench/ingest.py --peer [--clients 8] [--seconds S]   # vs a bare endpoint
 
 Exit 1 on any non-200 answer, a failed sanity check or a setup failure. Targets: >= 1,000
 alerts/s and p99 < 100 ms; a miss is reported (MISS) but is not an error.
@@ -90,9 +91,16 @@ class Group:
         labels |= {"modelName": "NVIDIA H200", "pci_bus_id": f"00000000:{PCI_BUS[gpu]}:00.0"}
         return labels | {"severity": severity, extra: values[index // GPUS]}
 
+    def members(self) -> list[dict[str, str]]:
+        """The labels of every alert the group holds: its node's 10."""
+        return [self.labels(index) for index in range(PER_POST)]
+
+    def grouped_by(self, first: dict[str, str]) -> dict[str, str]:
+        return {"Hostname": first["Hostname"], "alertname": self.alertname}
+
     def body(self, status: str, ends_at: str = "0001-01-01T00:00:00Z") -> bytes:
         alerts: list[dict[str, Any]] = []
-        for labels in map(self.labels, range(PER_POST)):
+        for labels in self.members():
             summary = f"{labels['Hostname']} GPU {labels['gpu']} {self.alertname}"
             fingerprint = hashlib.sha256(json.dumps(sorted(labels.items())).encode()).hexdigest()
             alerts.append(
@@ -102,12 +110,30 @@ class Group:
             )
         first = alerts[0]["labels"]
         common = {k: v for k, v in first.items() if all(a["labels"][k] == v for a in alerts)}
-        group = {"Hostname": first["Hostname"], "alertname": self.alertname}
+        group = self.grouped_by(first)
         key = "{}:{" + ", ".join(f'{k}="{v}"' for k, v in sorted(group.items())) + "}"
         payload: dict[str, Any] = {"receiver": "runbook-bot", "status": status, "alerts": alerts}
         payload |= {"groupLabels": group, "commonLabels": common, "commonAnnotations": {}}
         payload |= {"externalURL": "http://alertmanager:9093", "version": "4", "groupKey": key}
         return json.dumps(payload | {"truncatedAlerts": 0}).encode()
+
+
+@dataclass
+class WideGroup(Group):
+    """A group naming every node (`--peer`): one alertname on one GPU slot of all 1,000
+    nodes, as a rule grouped by (alertname, gpu, its distinguishing label) notifies."""
+
+    def members(self) -> list[dict[str, str]]:
+        # `node` numbers the wave: 0..15 is the index of the one alert each node holds.
+        return [Group(node, self.alertname).labels(self.node) for node in range(1, NODES + 1)]
+
+    def grouped_by(self, first: dict[str, str]) -> dict[str, str]:
+        extra = RULES[self.alertname][1]
+        return {"alertname": self.alertname, "gpu": first["gpu"], extra: first[extra]}
+
+
+WAVES = 2 * GPUS
+"""Distinct wide groups per alertname: every (gpu, extra label value) pair."""
 
 
 @dataclass
@@ -122,10 +148,19 @@ class Traffic:
     resolved: list[Group] = field(default_factory=list)
     sent: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MIX, 0))
     posted_groups: set[tuple[int, str]] = field(default_factory=set)
+    wide: bool = False
+    """Groups naming all 1,000 nodes (`WideGroup`) instead of one node's 10 alerts."""
 
     def __post_init__(self) -> None:
-        self.fresh = [Group(n, a) for n in range(1, NODES + 1) for a in RULES]
+        if self.wide:
+            self.fresh = [WideGroup(w, a) for w in range(WAVES) for a in RULES]
+        else:
+            self.fresh = [Group(n, a) for n in range(1, NODES + 1) for a in RULES]
         self.rng.shuffle(self.fresh)
+
+    @property
+    def per_post(self) -> int:
+        return NODES if self.wide else PER_POST
 
     def _take(self, pool: list[Group]) -> Group:
         i = self.rng.randrange(len(pool))
@@ -561,16 +596,28 @@ def main() -> int:
     parser.add_argument(
         "--rate", type=float, default=TARGET_RATE, help="steady phase alerts/s (1000)"
     )
-    parser.add_argument("--clients", type=int, default=16, help="capacity phase clients (16)")
+    parser.add_argument(
+        "--clients", type=int, default=None, help="capacity phase clients (16; --peer: 8)"
+    )
+    parser.add_argument(
+        "--peer",
+        action="store_true",
+        help="instead: serve against a bare endpoint, 1,000-node payloads (bench/ingest_peer.py)",
+    )
     parser.add_argument("--seconds", type=float, default=20.0, help="each phase, at most (20)")
     parser.add_argument("--batches", type=int, default=3000, help="each phase, POSTs (3000)")
     add_option(parser)
     args = parser.parse_args()
+    args.clients = args.clients or (8 if args.peer else 16)
     if not (1 <= args.clients <= 1000 and args.batches >= 1 and 0 < args.seconds <= 600):
         parser.error("--clients must be 1..1000, --batches >= 1, --seconds in (0, 600]")
     if not 10 <= args.rate <= 20_000:
         parser.error("--rate must be 10..20000 alerts/s")
     try:
+        if args.peer:
+            from bench import ingest_peer  # it builds on this module
+
+            return ingest_peer.run(args)
         return run(args)
     except KeyboardInterrupt:
         print("interrupted; server stopped and database dropped", file=sys.stderr)

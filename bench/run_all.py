@@ -8,7 +8,7 @@ process and of every descendant it waited for (the `runbook-bot serve` and `work
 processes, Alertmanager, kubectl, ipmitool), i.e. the biggest single process of the run,
 not a sum. The ingest benchmark also reports `serve`'s own VmHWM.
 
-    .venv/bin/python bench/run_all.py             # the documented sizes (~15 min)
+    .venv/bin/python bench/run_all.py             # the documented sizes (~20 min)
     .venv/bin/python bench/run_all.py --quick     # small sizes, a smoke run (~4 min)
     .venv/bin/python bench/run_all.py --only drain --only bmc
 
@@ -55,6 +55,9 @@ class Benchmark:
 BENCHMARKS = (
     Benchmark("ingest", "ingest.py", (), ("--seconds", "3", "--batches", "300"), 600),
     Benchmark("ingest_sqlite", "ingest_sqlite.py", (), ("--seconds", "3", "--batches", "300"), 300),
+    # The webhook against a bare endpoint, 1,000-node payloads; storm reads its ratio.
+    Benchmark("ingest_peer", "ingest.py", ("--peer",), ("--peer", "--seconds", "3"), 300),
+    Benchmark("storm", "storm.py", (), ("--small",), 600),
     Benchmark(
         "alert_to_card", "alert_to_card.py", (), ("--incidents", "15", "--interval", "1.2"), 1500
     ),

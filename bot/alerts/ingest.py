@@ -626,18 +626,15 @@ def _log_alert(
         kind, verb = "alert.firing", "firing" if first else "firing again"
     else:
         kind, verb = "alert.resolved", "resolved" + (" (first seen resolved)" if first else "")
-    writes.entry(
-        incident,
-        at=now,
-        actor=actor,
-        type=kind,
-        summary=f"{alert.alertname or 'alert'} {verb}: {_describe(alert)}",
-        data={
-            "fingerprint": alert.fingerprint,
-            "starts_at": alert.starts_at.isoformat(),
-            "ends_at": alert.ends_at.isoformat() if alert.ends_at else None,
-            "labels": alert.labels,
-        },
+    data = {
+        "fingerprint": alert.fingerprint,
+        "starts_at": alert.starts_at.isoformat(),
+        "ends_at": alert.ends_at.isoformat() if alert.ends_at else None,
+        "labels": alert.labels,
+    }
+    described = _describe(alert)
+    writes.alert(
+        staging.AlertEvent(incident, now, actor, kind, verb, alert.alertname, described, data)
     )
 
 

@@ -32,6 +32,13 @@ def _no_nul(value: str) -> str:
 
 
 def _check_strings(value: dict[str, str]) -> dict[str, str]:
+    # The common case in two joins (a storm's group is 1,000 alerts of ~15 labels): when
+    # all names together fit one name's limit and all values one value's, each does. The
+    # loop below only runs to look closer, and to name what is wrong.
+    names, texts = "".join(value), "".join(value.values())
+    fits = len(names) <= 256 and len(texts) <= MAX_LABEL_VALUE
+    if fits and "\x00" not in names and "\x00" not in texts:
+        return value
     for key, text in value.items():
         _no_nul(key)
         _no_nul(text)

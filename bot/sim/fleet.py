@@ -73,6 +73,21 @@ class Fleet:
                 return server
         raise ValueError(f"{node} is not a node of this fleet")
 
+    def node_labels(self) -> dict[str, dict[str, str]]:
+        """node -> its topology labels (row, rack, leaf switch, power feed), as the nodes
+        carry them: what `bot.topology.Topology.from_labels` reads."""
+        labels: dict[str, dict[str, str]] = {node: {} for node in self.nodes}
+        for key, domains in (
+            (ROW, self.rows),
+            (RACK, self.racks),
+            (LEAF, self.leaves),
+            (PDU, self.pdus),
+        ):
+            for name, nodes in domains.items():
+                for node in nodes:
+                    labels[node][key] = name
+        return labels
+
     def members(self, kind: str, name: str) -> list[str]:
         """The nodes of domain `name` of `kind` (row, rack, leaf, power, nfs); a clear error
         naming the domains there are when there is no such domain."""

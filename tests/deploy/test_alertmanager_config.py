@@ -184,18 +184,17 @@ def bot(db: Database, clock: FrozenClock, db_url: str) -> Iterator[httpx.Client]
 
 
 @pytest.fixture
-def shipped(
-    bot: httpx.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[am.Alertmanager]:
+def shipped(bot: httpx.Client, tmp_path: Path) -> Iterator[am.Alertmanager]:
     """Debian's Alertmanager running deploy/alertmanager.yaml, notifying `bot`."""
     am.require_binary()
     token_file = tmp_path / "runbook-bot-token"
     token_file.write_text(TOKEN + "\n")
-    # running() writes the config its `config` builds: here, the shipped file's.
-    monkeypatch.setattr(am, "config", lambda url, _token: _shipped_config(url, token_file))
     webhook = str(bot.base_url.join("/webhooks/alertmanager"))
     with am.running(
-        webhook, "unused: the token file is used", tmp_path / "alertmanager"
+        webhook,
+        "unused: the token file is used",
+        tmp_path / "alertmanager",
+        document=_shipped_config(webhook, token_file),
     ) as manager:
         yield manager
 

@@ -157,14 +157,21 @@ def free_port() -> int:
 
 @contextmanager
 def running(
-    webhook_url: str, token: str, workdir: Path, *, group_by: list[str] | None = None
+    webhook_url: str,
+    token: str,
+    workdir: Path,
+    *,
+    group_by: list[str] | None = None,
+    document: dict[str, Any] | None = None,
 ) -> Iterator[Alertmanager]:
     """Run Alertmanager on 127.0.0.1 notifying `webhook_url` with bearer `token`, its
-    route grouping by `group_by` (default alertname and Hostname)."""
+    route grouping by `group_by` (default alertname and Hostname); or with `document` as
+    its whole configuration."""
     require_binary()
     workdir.mkdir(parents=True, exist_ok=True)
     config_file = workdir / "alertmanager.yml"
-    document = config(webhook_url, token, group_by)
+    if document is None:
+        document = config(webhook_url, token, group_by)
     config_file.write_text(yaml.safe_dump(document, sort_keys=False))
     port = free_port()
     url = f"http://127.0.0.1:{port}"

@@ -19,6 +19,7 @@ from bot.db import Database
 from bot.runbooks import catalog as catalogs
 from bot.sim import Fleet, SimHandle, storms
 from bot.sim.fleet import LEVELS
+from bot.topology import Topology
 from tests.support.cli import Run
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
@@ -34,8 +35,11 @@ def config(path: Path, **values: object) -> str:
 def incidents(db: Database, on_db: str, small_fleet: Fleet, clock: FrozenClock) -> None:
     """INC-1: an XID on gpu-node-0003; INC-2: ib-leaf-02's 16 nodes (Alertmanager grouping
     by alertname); INC-3: NFS server 1's nodes; INC-4: XIDs in both rows at once."""
-    settings = load_settings(database_url=db.url, runbooks_dir=RUNBOOKS)
+    settings = load_settings(
+        database_url=db.url, runbooks_dir=RUNBOOKS, topology={"levels": LEVELS}
+    )
     catalog = catalogs.load(settings)
+    topology = Topology.from_labels(settings.topology, small_fleet.node_labels())
     bodies = [
         *storms.notifications(storms.xid(small_fleet, "gpu-node-0003", 79), ["Hostname"]),
         *storms.notifications(storms.leaf_down(small_fleet, "ib-leaf-02"), ["alertname"]),
@@ -53,6 +57,8 @@ def incidents(db: Database, on_db: str, small_fleet: Fleet, clock: FrozenClock) 
             clock=clock,
             reopen_window=timedelta(hours=24),
             catalog=catalog,
+            topology=topology,
+            settings=settings,
         )
         assert result.opened
 
@@ -81,9 +87,9 @@ def test_the_tree_shows_counts_and_each_incident_on_its_domain(
     assert rows["rack/a1"] == ["8"]
     assert rows["power/pdu-a1"] == ["8", "INC-1 (gpu-xid, gpu-node-0003)"]
     assert rows["leaf/ib-leaf-01"] == ["16", "INC-1 (gpu-xid, gpu-node-0003)"]
-    assert rows["leaf/ib-leaf-02"] == ["16", "INC-2 (ib-partition, 16 nodes)"]
+    assert rows["leaf/ib-leaf-02"] == ["16", "INC-2 (ib-partition, domain)"]
     storage = lines.index(f"storage/{NFS}:/exports/datasets")  # too long: a line of its own
-    assert lines[storage + 1].split(None, 1) == ["8", "INC-3 (storage-failure, 8 nodes)"]
+    assert lines[storage + 1].split(None, 1) == ["8", "INC-3 (storage-failure, domain)"]
     # Nested: racks and leaf switches under their row, a rack's power feed under the rack;
     # a leaf switch that serves just one rack (row b is short) under that rack.
     assert "\n  rack/a1 " in out and "\n    power/pdu-a1 " in out
@@ -112,8 +118,8 @@ def test_json_gives_the_same_as_data(run: Run, settings_file: str, incidents: No
             "number": 2,
             "runbook": "ib-partition",
             "severity": "critical",
-            "scope": "node",
-            "domain": None,
+            "scope": "domain",
+            "domain": "leaf/ib-leaf-02",
             "nodes": 16,
         }
     ]

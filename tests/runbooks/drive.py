@@ -31,6 +31,7 @@ from bot.runbooks import service
 from bot.runbooks.service import StepRow
 from bot.sim import Rbac, RedfishOptions, Scenario, SimHandle, running
 from bot.sim.cluster import NodeState
+from bot.topology import NodeCache
 from bot.worker import Worker
 from tests.runbooks.rig import Rig
 from tests.sim.waiting import TIME_SCALE
@@ -78,16 +79,25 @@ class Drive:
     def serving(self) -> Iterator[Drive]:
         """Serve the real app (its Alertmanager webhook) on loopback while the block runs."""
         rig = self.rig
-        app = {"catalog": rig.catalog(), "wake": self.worker.wake}
-        with (
-            server.running(rig.settings, rig.db, rig.clock, **app) as url,
-            httpx.Client(base_url=url, timeout=10) as client,
-        ):
-            self._webhook = client
-            try:
-                yield self
-            finally:
-                self._webhook = None
+        app: dict[str, Any] = {"catalog": rig.catalog(), "wake": self.worker.wake}
+        # With a `topology` setting, the app reads the failure domains from the
+        # simulator's nodes, as `serve` does from the cluster's.
+        cache = NodeCache(rig.settings, kube_factory=self.sim.api_client, clock=rig.clock)
+        if cache.enabled:
+            cache.start()
+            app["topology"] = cache.current
+        try:
+            with (
+                server.running(rig.settings, rig.db, rig.clock, **app) as url,
+                httpx.Client(base_url=url, timeout=10) as client,
+            ):
+                self._webhook = client
+                try:
+                    yield self
+                finally:
+                    self._webhook = None
+        finally:
+            cache.stop()
 
     def post(self, body: dict[str, Any]) -> int:
         """POST a webhook body (e.g. a recorded one) to the served app; run the worker

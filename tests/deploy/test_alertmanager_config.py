@@ -192,9 +192,7 @@ def shipped(
     token_file = tmp_path / "runbook-bot-token"
     token_file.write_text(TOKEN + "\n")
     # running() writes the config its `config` builds: here, the shipped file's.
-    monkeypatch.setattr(
-        am, "config", lambda url, _token, _group_by=None: _shipped_config(url, token_file)
-    )
+    monkeypatch.setattr(am, "config", lambda url, _token: _shipped_config(url, token_file))
     webhook = str(bot.base_url.join("/webhooks/alertmanager"))
     with am.running(
         webhook, "unused: the token file is used", tmp_path / "alertmanager"

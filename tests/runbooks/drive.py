@@ -79,13 +79,10 @@ class Drive:
     def serving(self) -> Iterator[Drive]:
         """Serve the real app (its Alertmanager webhook) on loopback while the block runs."""
         rig = self.rig
-        app: dict[str, Any] = {"catalog": rig.catalog(), "wake": self.worker.wake}
-        # With a `topology` setting, the app reads the failure domains from the
-        # simulator's nodes, as `serve` does from the cluster's.
-        cache = NodeCache(rig.settings, kube_factory=self.sim.api_client, clock=rig.clock)
-        if cache.enabled:
-            cache.start()
-            app["topology"] = cache.current
+        # The failure domains as serve reads them: the simulator's nodes, listed and watched.
+        cache = NodeCache(rig.settings, kube_factory=self.sim.api_client)
+        cache.start()
+        app = {"catalog": rig.catalog(), "wake": self.worker.wake, "topology": cache.current}
         try:
             with (
                 server.running(rig.settings, rig.db, rig.clock, **app) as url,

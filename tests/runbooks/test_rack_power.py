@@ -152,6 +152,7 @@ def _one_feed_incident(rack: Rack) -> int:
     machine; its number."""
     ((incident, runbook),) = rack.active()
     assert (runbook, incident.scope, incident.domain) == ("node-down", "domain", FEED)
+    assert incident.title.endswith(f": 8 nodes of {FEED}"), incident.title
     with rack.drive.rig.db.session() as session:
         nodes = incident_nodes(session, incident.number, rack.drive.rig.settings.topology)
     assert nodes == rack.nodes

@@ -267,3 +267,26 @@ def test_a_lone_machine_down_in_a_labelled_rack_stays_a_node_incident_on_todays_
     for step in (*FEED_ACTIONS, "out_of_service", "power_on"):
         assert states[step] == "skipped", step
     assert [rack.drive.node(n).unschedulable for n in rack.nodes] == [False] * 8
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+@pytest.mark.timeout(180)
+def test_a_first_machine_alone_grows_into_the_feeds_incident_and_its_cordon_is_superseded(
+    rack: Rack,
+) -> None:
+    body = rack.lose_power()["KubeNodeNotReady"]
+    first, rest = body["alerts"][:1], body["alerts"][1:]
+
+    number = rack.drive.post({**body, "alerts": first})
+    assert rack.drive.waiting(number) == ("cordon", 1)  # one machine: the node branch
+    rack.drive.deliver({**body, "alerts": first + rest})
+
+    assert _one_feed_incident(rack) == number
+    assert "incident.grew" in rack.drive.types(number)
+    states = rack.drive.states(number)
+    assert states["feed_power"] == "succeeded"
+    assert rack.drive.rows(number)["feed_power"].params["nodes"] == rack.nodes
+    # The one machine's cordon, proposed before the incident grew, never runs.
+    assert states["cordon"] == "skipped"
+    assert "step.expired" in rack.drive.types(number)
+    assert rack.cordoned() == [False] * 8

@@ -148,7 +148,7 @@ def _labels(
         if e.name == "xid79":
             labels["xid"] = "79"
             return labels, {"summary": f"{node} GPU {gpu} XID 79"}, "DCGM_FI_DEV_XID_ERRORS > 0"
-        notes = {"summary": f"{node} GPU {gpu} at {HOT} °C", "hot_nodes_in_row": "1"}
+        notes = {"summary": f"{node} GPU {gpu} at {HOT} °C"}
         return labels, notes, "DCGM_FI_DEV_GPU_TEMP > 85"
     if e.name == "node-down":
         labels = {
@@ -173,7 +173,7 @@ def _labels(
             "port": "1",
             "severity": e.severity,
         }
-        notes = {"summary": f"{node} {HCA}/1 is not Active", "ib_nodes_down": "1"}
+        notes = {"summary": f"{node} {HCA}/1 is not Active"}
         return labels, notes, 'node_infiniband_state_id{device=~"mlx5_.*"} != 4'
     labels = {
         "alertname": e.alertname,

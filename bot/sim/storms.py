@@ -90,7 +90,7 @@ def _gpu_labels(node: str, gpu: int, alertname: str, severity: str) -> dict[str,
     }
 
 
-def _port_down(node: str, hca: str, down: int, now: datetime) -> Alert:
+def _port_down(node: str, hca: str, now: datetime) -> Alert:
     labels = {
         "alertname": "InfiniBandPortDown",
         "device": hca,
@@ -100,7 +100,7 @@ def _port_down(node: str, hca: str, down: int, now: datetime) -> Alert:
         "port": "1",
         "severity": "critical",
     }
-    notes = {"summary": f"{node} {hca}/1 is not Active", "ib_nodes_down": str(down)}
+    notes = {"summary": f"{node} {hca}/1 is not Active"}
     return _alert(labels, notes, 'node_infiniband_state_id{device=~"mlx5_.*"} != 4', now)
 
 
@@ -124,10 +124,7 @@ def row_cooling(
         for gpu in range(fleet.gpus):
             labels = _gpu_labels(node, gpu, "GPUTemperatureHigh", "warning")
             labels["row"] = row
-            notes = {
-                "summary": f"{node} GPU {gpu} at {temperature:.0f} C",
-                "hot_nodes_in_row": str(len(nodes)),
-            }
+            notes = {"summary": f"{node} GPU {gpu} at {temperature:.0f} C"}
             out.append(_alert(labels, notes, GPU_HOT, at))
         labels = {
             "alertname": "BMCTemperatureHigh",
@@ -139,10 +136,7 @@ def row_cooling(
             "severity": "critical",
             "type": "Temperature",
         }
-        notes = {
-            "summary": f"the BMC of {node} reads its inlet at {INLET_HOT:.0f} C",
-            "hot_nodes_in_row": str(len(nodes)),
-        }
+        notes = {"summary": f"the BMC of {node} reads its inlet at {INLET_HOT:.0f} C"}
         out.append(_alert(labels, notes, "ipmi_temperature_state > 0", at))
     if sim is not None:
         cluster = sim.cluster
@@ -159,7 +153,7 @@ def leaf_down(
 ) -> list[Alert]:
     """An InfiniBand leaf switch dies: every HCA port cabled to it goes Down."""
     nodes, at, hcas = fleet.members("leaf", leaf), _now(now), _hcas(sim, fleet)
-    out = [_port_down(node, hca, len(nodes), at) for node in nodes for hca in hcas]
+    out = [_port_down(node, hca, at) for node in nodes for hca in hcas]
     if sim is not None:
         with sim.cluster.lock:
             for node in nodes:
@@ -200,7 +194,7 @@ def rack_power(
         }
         notes = {"summary": f"the BMC of {node} does not answer"}
         out.append(_alert(labels, notes, 'ipmi_up{collector="bmc"} == 0', at))
-        out += [_port_down(node, hca, len(nodes), at) for hca in hcas]
+        out += [_port_down(node, hca, at) for hca in hcas]
     if sim is not None:
         cluster = sim.cluster
         with cluster.lock:

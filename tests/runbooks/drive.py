@@ -99,13 +99,19 @@ class Drive:
     def post(self, body: dict[str, Any]) -> int:
         """POST a webhook body (e.g. a recorded one) to the served app; run the worker
         until it is quiet; the incident the body opened."""
+        answer = self.deliver(body)
+        assert answer["opened"] is True, answer
+        return int(answer["incident"].removeprefix("INC-"))
+
+    def deliver(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a webhook body that may open nothing (alerts joining an incident, or
+        attached to one as symptoms); run the worker until it is quiet; the answer."""
         assert self._webhook is not None, "post inside Drive.serving()"
         response = self._webhook.post("/webhooks/alertmanager", json=body)
         assert response.status_code == 200, response.text
-        answer = response.json()
-        assert answer["opened"] is True, answer
         self.settle()
-        return int(answer["incident"].removeprefix("INC-"))
+        answer: dict[str, Any] = response.json()
+        return answer
 
     def settle(self) -> int:
         """run_once until there is no work; how many runs it took."""

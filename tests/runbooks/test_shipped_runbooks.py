@@ -731,6 +731,58 @@ def test_a_power_state_that_never_settles_asks_for_remote_hands_not_a_power_acti
     assert not {"out_of_service", "power_on", "power_cycle"} & set(done.ran)
 
 
+FEED_NODES = [f"gpu-node-{i:04d}" for i in range(1, 9)]
+FEED = domain_incident("power", "pdu-a1", FEED_NODES)
+FEED_BRANCH = [
+    "feed_power",
+    "feed_sel",
+    "feed",
+    "feed_cordon",
+    "feed_pods",
+    "feed_checkpoints",
+    "feed_power_on",
+    "feed_wait_ready",
+    "feed_drain",
+    "feed_diag",
+    "feed_burn_in",
+    "feed_uncordon",
+]
+
+
+def test_a_power_feeds_machines_are_read_checked_once_powered_on_in_batches_and_returned() -> None:
+    done = walk("node-down", NODE_DOWN, incident=FEED)
+
+    assert done.ran == FEED_BRANCH
+    assert not done.params, "a feed's incident runs no single-node action"
+    for step in ("feed_power", "feed_cordon", "feed_power_on", "feed_diag", "feed_uncordon"):
+        assert [p.model_dump()["node"] for p in done.each[step]] == FEED_NODES, step
+    assert done.each["feed_cordon"][0].model_dump()["reason"] == "power feed pdu-a1 down"
+    assert done.each["feed_diag"][0].model_dump()["level"] == 3
+    steps = {step.id: step for step in _load("node-down").steps}
+    power_on = steps["feed_power_on"]
+    assert (power_on.batch, power_on.max_parallel, power_on.pause is not None) == (4, 4, True)
+    assert steps["feed_uncordon"].approval == "two"
+    assert [s.id for s in steps.values() if s.manual and s.id.startswith("feed")] == [
+        "feed",
+        "feed_checkpoints",
+        "feed_burn_in",
+    ]
+
+
+def test_a_feed_whose_machines_fail_to_come_back_escalates_and_never_returns_them() -> None:
+    done = walk("node-down", NODE_DOWN, {"feed_wait_ready": FAILED}, incident=FEED)
+
+    assert done.ran == FEED_BRANCH[: FEED_BRANCH.index("feed_wait_ready") + 1]
+    assert done.escalated == ["feed_wait_ready"]
+
+
+def test_a_feed_whose_power_on_is_declined_still_waits_for_machines_the_idc_brings_back() -> None:
+    done = walk("node-down", NODE_DOWN, {"feed_power_on": SKIPPED}, incident=FEED)
+
+    assert "feed_power_on" not in done.ran
+    assert done.ran[done.ran.index("feed_checkpoints") + 1 :] == FEED_BRANCH[7:]
+
+
 IB_DOWN = {"alertname": "InfiniBandPortDown", "node": "gpu-node-01", "device": "mlx5_1"}
 
 

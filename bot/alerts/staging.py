@@ -205,6 +205,7 @@ _COLUMNS = (
     ("first_received_at", "timestamptz"),
     ("last_received_at", "timestamptz"),
     ("receive_count", "integer"),
+    ("symptom", "text"),
 )
 _JSON = frozenset(name for name, kind in _COLUMNS if kind == "jsonb")
 # jsonb travels as text[] (one JSON document per row) and is cast row by row; every
@@ -249,7 +250,7 @@ def _column(rows: list[dict[str, object]], name: str) -> list[Any]:
         return [_json(row[name]) for row in rows]
     if name in _ENUMS:
         return [_text(row[name]) for row in rows]
-    return [row[name] for row in rows]
+    return [row.get(name) for row in rows]  # `symptom` is staged only for symptoms
 
 
 def _flush_postgres(session: Session, writes: Writes, now: datetime) -> None:

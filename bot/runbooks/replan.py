@@ -2,12 +2,15 @@
 what the planner decided about a node, or a few, may be wrong about the many.
 
 `replan` walks the frozen steps as `advance` does, against the context as it is now
-(`incident.scope` is `domain`, `incident.nodes` many). A step the bot skipped because its
-`when` was false gets a new attempt when `when` is now true; every later proposal that
-has not started is superseded (it expires, and `advance` proposes it again when its turn
-comes), so steps still run in order. A proposal whose parameters render differently now is
-superseded the same way: its new attempt asks for approvals again, since an approval binds
-to the exact parameters. Runs already running are left alone. Everything is logged.
+(`incident.scope` is `domain`, `incident.nodes` many). The first step the bot skipped
+because its `when` was false, and whose `when` is true now, is decided again: its skip is
+voided (a new attempt recorded as expired, logged), and so is every later step the bot
+skipped by `when` (its `when` may read the steps before it, which now run), and every later
+proposal that has not started is superseded (it expires); `advance` then proposes each
+again in its turn, so steps still run in order and each `when` is judged when it is due. A
+proposal whose parameters render differently now is superseded the same way: its new
+attempt asks for approvals again, since an approval binds to the exact parameters. Runs
+already running are left alone. Everything is logged.
 
 Steps over many nodes (`for_each`) are left to the planner's own check of their node list
 (`advance`, which `replan` calls last), since an approval binds to that list.
@@ -59,17 +62,20 @@ def replan(session: Session, number: int, now: datetime, settings: Settings) -> 
             break
         run = runs[-1]
         state = StepState(run.state)
-        if reopened and state in NOT_STARTED:
-            _supersede(session, incident, run, now, "an earlier step is proposed again")
-            changed += 1
+        if reopened:
+            if state in NOT_STARTED:
+                _supersede(session, incident, run, now, "an earlier step is proposed again")
+                changed += 1
+            elif _skipped_by_when(run):
+                _void(session, incident, step, run, now)
+                changed += 1
             continue
-        if not reopened and _now_applies(step, run, context):
-            run = engine._propose(session, incident, step, context, now, settings, run.attempt + 1)
-            _note(session, incident, step, run, now)
+        if _now_applies(step, run, context):
+            _void(session, incident, step, run, now)
             changed += 1
-            reopened = StepState(run.state) in (S.AWAITING_APPROVAL, S.APPROVED)
-            state = StepState(run.state)
-        elif state in NOT_STARTED and _params_changed(step, run, context):
+            reopened = True
+            continue
+        if state in NOT_STARTED and _params_changed(step, run, context):
             _supersede(session, incident, run, now, "its parameters render differently now")
             run = engine._propose(session, incident, step, context, now, settings, run.attempt + 1)
             changed += 1
@@ -83,12 +89,19 @@ def replan(session: Session, number: int, now: datetime, settings: Settings) -> 
     return changed
 
 
+def _skipped_by_when(run: StepRun) -> bool:
+    """A run the bot skipped because its `when` was false (not one a person skipped)."""
+    return (
+        run.state == S.SKIPPED
+        and run.actor in (None, engine.BOT.id)
+        and run.summary.startswith("skipped: `when:")
+    )
+
+
 def _now_applies(step: Step, run: StepRun, context: dict[str, object]) -> bool:
     """A step the bot skipped by `when` whose `when` is true now."""
-    if run.state != S.SKIPPED or step.when is None or run.actor not in (None, engine.BOT.id):
+    if step.when is None or not _skipped_by_when(run):
         return False
-    if not run.summary.startswith("skipped: `when:"):
-        return False  # a person skipped it
     try:
         return bool(templates.evaluate(step.when, context))
     except templates.TemplateError:
@@ -122,16 +135,36 @@ def _supersede(session: Session, incident: Incident, run: StepRun, now: datetime
     )
 
 
-def _note(session: Session, incident: Incident, step: Step, run: StepRun, now: datetime) -> None:
+def _void(session: Session, incident: Incident, step: Step, run: StepRun, now: datetime) -> None:
+    """Void the bot's skip of `step`: a new attempt, recorded as expired, that `advance`
+    proposes again (judging its `when` afresh) when the step's turn comes."""
+    void = StepRun(
+        incident_number=incident.number,
+        step_id=step.id,
+        attempt=run.attempt + 1,
+        state=S.EXPIRED,
+        kind=run.kind,
+        action=run.action,
+        params={},
+        params_hash=engine.params_hash({}),
+        approvals_required=0,
+        proposed_at=now,
+        finished_at=now,
+        actor=engine.BOT.id,
+        summary=f"decided again in its turn: {incident.ref} grew ({_scope(incident)})",
+    )
+    session.add(void)
+    session.flush()
     log.append(
         session,
         incident,
         at=now,
         actor=engine.BOT,
         type="runbook.replanned",
-        summary=f"step {step.id} proposed again: its `when: {step.when}` is true now that "
-        f"{incident.ref} is {incident.domain or 'grown'}'s incident",
-        data={"step": step.id, "attempt": run.attempt, "run": run.id, "when": step.when},
+        summary=f"step {step.id} will be decided again in its turn: it was skipped by "
+        f"`when: {step.when}` before {incident.ref} became "
+        f"{incident.domain or 'a larger'}'s incident",
+        data={"step": step.id, "attempt": void.attempt, "run": void.id, "when": step.when},
     )
 
 

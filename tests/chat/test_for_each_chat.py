@@ -28,7 +28,7 @@ from tests.support.payloads import alert, notification
 WAIT = 60.0
 NODES = ["gpu-node-01", "gpu-node-02", "gpu-node-02-gone", "gpu-node-03"]
 """Sorted; the third is no node of the cluster, so its cordon fails."""
-OPEN = {"breaker_max_fraction": 1.0, "breaker_max_nodes": 64}
+OPEN = {"breaker_max_fraction": 1.0, "breaker_max_nodes": 64, "breaker_global_max_fraction": 1.0}
 RUNBOOK = """\
     id: row-cordon
     title: Row fault

@@ -133,7 +133,8 @@ def test_growth_proposes_the_domain_step_its_when_skipped_and_supersedes_later_p
 
     assert grown.grown == [first.incident]
     facility = fleet.all_runs(first.incident, "facility")
-    assert [r.state for r in facility] == ["skipped", "awaiting_approval"]
+    assert [r.state for r in facility] == ["skipped", "expired", "awaiting_approval"]
+    assert facility[1].summary.startswith("decided again in its turn")
     assert facility[-1].summary == "Call the facility about the row's cooling"
     status: list[StepRun] = fleet.all_runs(first.incident, "status")
     assert status[0].id == before.id and status[0].state == "expired"

@@ -69,6 +69,7 @@ def rig(db: Database, clock: FrozenClock, tmp_path: Path) -> Rig:
         tmp_path,
         breaker_max_fraction=1.0,
         breaker_max_nodes=64,
+        breaker_global_max_fraction=1.0,
         kube_timeout=timedelta(minutes=5),
     )
 

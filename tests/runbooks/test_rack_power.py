@@ -284,9 +284,12 @@ def test_a_first_machine_alone_grows_into_the_feeds_incident_and_its_cordon_is_s
     assert _one_feed_incident(rack) == number
     assert "incident.grew" in rack.drive.types(number)
     states = rack.drive.states(number)
-    assert states["feed_power"] == "succeeded"
+    assert states["feed_power"] == states["feed_sel"] == "succeeded"
     assert rack.drive.rows(number)["feed_power"].params["nodes"] == rack.nodes
-    # The one machine's cordon, proposed before the incident grew, never runs.
-    assert states["cordon"] == "skipped"
+    # Every step of the feed's branch is decided again in its turn, the manual check too.
+    assert rack.drive.waiting(number) == ("feed", 0)
+    # The one machine's cordon, proposed before the incident grew, never runs: it was
+    # superseded, and is decided again (skipped: the node branch's) in its turn.
+    assert states["cordon"] == "expired"
     assert "step.expired" in rack.drive.types(number)
     assert rack.cordoned() == [False] * 8

@@ -17,9 +17,10 @@ Prometheus would. Measured, once every standing incident has its card and its pa
 --drain seconds passed): incidents per failure (target exactly 1 per domain and 40 for
 the XIDs, each its own or merged), cards and pages per standing incident (one each), the
 time from a domain's first alert to its card (p99 < 5 s), whether a critical card waited
-behind a warning card or a card update (the order of sends, none), serve's ingest (its
-/metrics; the ratio to a bare endpoint comes from `bench/ingest.py --peer`, read from
---peer-results) and serve's peak RSS (VmHWM, < 300 MiB).
+behind a warning card or a card update (what the channel sent between the queueing of the
+card and the card, none), serve's ingest (its /metrics; the ratio to a bare endpoint comes
+from `bench/ingest.py --peer`, read from --peer-results) and serve's peak RSS (VmHWM,
+< 300 MiB).
 
     .venv/bin/python bench/storm.py [--small] [--database-url URL] [--json PATH]
 
@@ -188,12 +189,17 @@ class Incident:
     opened_wall: float
     merged_into: int | None
     nodes: set[str]
+    queued_wall: float | None = None
+    """When its first card was queued in the outbox (None: never): from then on, whatever
+    the channel sends before the card went ahead of it."""
 
 
 INCIDENTS = """SELECT i.number, i.severity, extract(epoch FROM i.opened_at), {merged},
     (SELECT a.alertname FROM alerts a WHERE a.incident_number = i.number ORDER BY a.id LIMIT 1),
     (SELECT array_agg(DISTINCT coalesce(a.labels ->> 'Hostname', a.labels ->> 'node'))
-     FROM alerts a WHERE a.incident_number = i.number)
+     FROM alerts a WHERE a.incident_number = i.number),
+    (SELECT extract(epoch FROM min(o.created_at)) FROM chat_outbox o
+     WHERE o.incident_number = i.number AND o.kind = 'card')
 FROM incidents i ORDER BY i.number"""
 
 
@@ -207,8 +213,16 @@ def incidents(url: str) -> list[Incident]:
         query = INCIDENTS.format(merged="i.merged_into" if has_merged else "NULL::integer")
         rows = conn.execute(query).fetchall()
     return [
-        Incident(n, KIND_OF.get(name or "", "other"), sev, float(at), merged, set(nodes or []))
-        for n, sev, at, merged, name, nodes in rows
+        Incident(
+            n,
+            KIND_OF.get(name or "", "other"),
+            sev,
+            float(at),
+            merged,
+            set(nodes or []),
+            float(queued) if queued is not None else None,
+        )
+        for n, sev, at, merged, name, nodes, queued in rows
     ]
 
 
@@ -361,8 +375,8 @@ class Verdicts:
     domain_card_s: dict[str, float]
     xid_card_s: list[float]
     waited: list[tuple[int, list[str]]]
-    """Critical cards sent after a warning card or a card update that came after their
-    incident opened: (incident, what went first)."""
+    """Critical cards sent after a warning card or a card update that the channel sent
+    after the card was queued: (incident, what went first)."""
     domain_cards: dict[str, int] = field(default_factory=dict)
     """Cards and pages of every incident of a domain, merged ones too: what the channel and
     the on-call person got for it (target 1)."""
@@ -398,7 +412,9 @@ def judge(result: Measured) -> Verdicts:
         domain_cards[failure.kind] = sum(len(seen.cards.get(n, [])) for n in every)
         domain_pages[failure.kind] = sum(seen.pages[n] for n in every)
     severity = {i.number: i.severity for i in result.incidents}
-    opened = {i.number: i.opened_wall for i in result.incidents}
+    # A call in flight when the card was queued did not go ahead of it: the sender picks
+    # the most urgent row at each send, so what counts is what it sent after the queueing.
+    queued = {i.number: i.queued_wall or i.opened_wall for i in result.incidents}
     card_of = {id(call): n for n, calls in seen.cards.items() for call in calls}
     waited: list[tuple[int, list[str]]] = []
     for number, calls in seen.cards.items():
@@ -409,7 +425,7 @@ def judge(result: Measured) -> Verdicts:
         for call in seen.paced:
             if call.monotonic >= card.monotonic:
                 break
-            if call.wall < opened.get(number, math.inf):
+            if call.wall < queued.get(number, math.inf):
                 continue
             other = card_of.get(id(call))
             if call.method == "chat.update":

@@ -50,11 +50,10 @@ from typing import IO, Any
 import httpx
 import psycopg
 import yaml
-from psycopg import sql
-from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the fakes live in tests/, which is not installed
+from bench import scratch  # noqa: E402
 from bench.results import Results, add_option  # noqa: E402
 from tests.support import fake_slack  # noqa: E402
 from tests.support.alertmanager import BINARY, free_port, sample  # noqa: E402
@@ -358,37 +357,16 @@ def report(args: argparse.Namespace, result: Measured) -> int:
     return 1 if no_card or not both else 0
 
 
-def admin(url: str, template: str) -> None:
-    target = make_url(url).set(drivername="postgresql", database="postgres")
-    with psycopg.connect(target.render_as_string(hide_password=False), connect_timeout=5) as conn:
-        conn.autocommit = True
-        conn.execute(sql.SQL(template).format(sql.Identifier(make_url(url).database or "")))
-
-
 def run(args: argparse.Namespace) -> int:
     url: str = args.database_url
-    if not (make_url(url).database or "").endswith("_bench"):
-        print(f"refusing to drop and recreate {url}: its name must end in _bench", file=sys.stderr)
+    if scratch.refused(url):
         return 2
     env = {**os.environ, "RUNBOOK_BOT_DATABASE_URL": url, "RUNBOOK_BOT_LOG_LEVEL": "warning"}
     env |= {"RUNBOOK_BOT_WEBHOOK_TOKEN": TOKEN, "RUNBOOK_BOT_SLACK_CHANNEL": CHANNEL}
     env |= {"RUNBOOK_BOT_SLACK_BOT_TOKEN": fake_slack.BOT_TOKEN, "RUNBOOK_BOT_SLACK_MODE": "http"}
     env |= {"RUNBOOK_BOT_SLACK_SIGNING_SECRET": "bench", "RUNBOOK_BOT_SLACK_RATE": str(SLACK_RATE)}
-    with tempfile.TemporaryFile() as log:
-        try:
-            admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-            admin(url, "CREATE DATABASE {}")
-            result = measure(args, env, log)
-        except FAILURES as exc:
-            print(f"benchmark failed: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            log.seek(0)
-            for line in log.read().decode(errors="replace").splitlines()[-10:]:
-                print(f"log: {line}", file=sys.stderr)
-            with contextlib.suppress(psycopg.Error):
-                admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-    return report(args, result)
+    result = scratch.measured([url], lambda log: measure(args, env, log), FAILURES, label="log")
+    return 1 if result is None else report(args, result)
 
 
 def main() -> int:

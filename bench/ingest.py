@@ -28,7 +28,6 @@ import random
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -37,9 +36,9 @@ from typing import IO, Any
 
 import httpx
 import psycopg
-from psycopg import sql
 from sqlalchemy.engine import make_url
 
+from bench import scratch
 from bench.results import Results, add_option
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/runbook_bot_bench"
@@ -265,12 +264,6 @@ def connect(url: str, database: str | None = None) -> psycopg.Connection[Any]:
     return psycopg.connect(target.render_as_string(hide_password=False), connect_timeout=5)
 
 
-def admin(url: str, template: str) -> None:
-    with connect(url, "postgres") as conn:
-        conn.autocommit = True
-        conn.execute(sql.SQL(template).format(sql.Identifier(make_url(url).database or "")))
-
-
 def wait_ready(base: str, server: subprocess.Popen[bytes], seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -445,25 +438,13 @@ def measure(args: argparse.Namespace, env: dict[str, str], log: IO[bytes]) -> Me
 
 def run(args: argparse.Namespace) -> int:
     url: str = args.database_url
-    if not (make_url(url).database or "").endswith("_bench"):
-        print(f"refusing to drop and recreate {url}: its name must end in _bench", file=sys.stderr)
+    if scratch.refused(url):
         return 2
     env = {**os.environ, "RUNBOOK_BOT_DATABASE_URL": url, "RUNBOOK_BOT_LOG_LEVEL": "warning"}
-    with tempfile.TemporaryFile() as log:
-        try:
-            admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-            admin(url, "CREATE DATABASE {}")
-            result = measure(args, env, log)
-        except FAILURES as exc:
-            print(f"benchmark failed: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            log.seek(0)
-            for line in log.read().decode(errors="replace").splitlines()[-10:]:
-                print(f"server log: {line}", file=sys.stderr)
-            with contextlib.suppress(psycopg.Error):
-                admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-    return report(args, result)
+    result = scratch.measured(
+        [url], lambda log: measure(args, env, log), FAILURES, label="server log"
+    )
+    return 1 if result is None else report(args, result)
 
 
 def percentiles(latencies: list[float]) -> tuple[float, float, float, float]:

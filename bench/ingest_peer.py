@@ -13,13 +13,11 @@ peak RSS (VmHWM; target < 300 MiB).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import random
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import IO
 
 from sqlalchemy.engine import make_url
 
-from bench import ingest
+from bench import ingest, scratch
 from bench.results import Results
 
 TARGET_RATIO, TARGET_RSS_MIB = 0.5, 300.0
@@ -130,25 +128,14 @@ def run(args: argparse.Namespace) -> int:
     bare = bare_url.render_as_string(hide_password=False)
     env = {**os.environ, "RUNBOOK_BOT_DATABASE_URL": url, "RUNBOOK_BOT_LOG_LEVEL": "warning"}
     # 1,000 alerts are ~0.7 MB of JSON: within the default max_body_bytes (1 MiB).
-    with tempfile.TemporaryFile() as log:
-        try:
-            for target in (url, bare):
-                ingest.admin(target, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-                ingest.admin(target, "CREATE DATABASE {}")
-            ours = serve_side(args, env, log)
-            time.sleep(1.0)  # let PostgreSQL settle between the two
-            theirs = bare_side(args, bare, log)
-        except ingest.FAILURES as exc:
-            print(f"benchmark failed: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            log.seek(0)
-            for line in log.read().decode(errors="replace").splitlines()[-10:]:
-                print(f"server log: {line}", file=sys.stderr)
-            for target in (url, bare):
-                with contextlib.suppress(*ingest.FAILURES):
-                    ingest.admin(target, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-    return report(args, ours, theirs)
+
+    def both(log: IO[bytes]) -> tuple[Side, Side]:
+        ours = serve_side(args, env, log)
+        time.sleep(1.0)  # let PostgreSQL settle between the two
+        return ours, bare_side(args, bare, log)
+
+    sides = scratch.measured([url, bare], both, ingest.FAILURES, label="server log")
+    return 1 if sides is None else report(args, *sides)
 
 
 def report(args: argparse.Namespace, ours: Side, theirs: Side) -> int:

@@ -54,7 +54,8 @@ from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the fakes live in tests/, which is not installed
-from bench.alert_to_card import STOP_S, admin, started, wait_ready  # noqa: E402
+from bench import scratch  # noqa: E402
+from bench.alert_to_card import STOP_S, started, wait_ready  # noqa: E402
 from bench.results import Results, add_option, read_json  # noqa: E402
 from bot.sim import running, storms  # noqa: E402
 from bot.sim.fleet import LEVELS, Fleet, fleet  # noqa: E402
@@ -599,28 +600,14 @@ def write_json(
 
 def run(args: argparse.Namespace) -> int:
     url: str = args.database_url
-    if not (make_url(url).database or "").endswith("_bench"):
-        print(f"refusing to drop and recreate {url}: its name must end in _bench", file=sys.stderr)
+    if scratch.refused(url):
         return 2
     env = {**os.environ, "RUNBOOK_BOT_DATABASE_URL": url, "RUNBOOK_BOT_LOG_LEVEL": "warning"}
     env |= {"RUNBOOK_BOT_WEBHOOK_TOKEN": TOKEN, "RUNBOOK_BOT_SLACK_CHANNEL": CHANNEL}
     env |= {"RUNBOOK_BOT_SLACK_BOT_TOKEN": fake_slack.BOT_TOKEN, "RUNBOOK_BOT_SLACK_MODE": "http"}
     env |= {"RUNBOOK_BOT_SLACK_SIGNING_SECRET": "bench", "RUNBOOK_BOT_SLACK_RATE": str(SLACK_RATE)}
-    with tempfile.TemporaryFile() as log:
-        try:
-            admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-            admin(url, "CREATE DATABASE {}")
-            result = measure(args, env, log)
-        except FAILURES as exc:
-            print(f"benchmark failed: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            log.seek(0)
-            for line in log.read().decode(errors="replace").splitlines()[-10:]:
-                print(f"log: {line}", file=sys.stderr)
-            with contextlib.suppress(*FAILURES):
-                admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-    return report(args, result)
+    result = scratch.measured([url], lambda log: measure(args, env, log), FAILURES, label="log")
+    return 1 if result is None else report(args, result)
 
 
 def main() -> int:

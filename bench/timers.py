@@ -41,9 +41,9 @@ from typing import IO, Any
 
 import psycopg
 import yaml
-from psycopg import sql
 from sqlalchemy.engine import make_url
 
+from bench import scratch
 from bench.results import Results, add_option
 from bot import migrations
 from bot.alerts import ingest
@@ -83,12 +83,6 @@ def connect(url: str, database: str | None = None) -> psycopg.Connection[Any]:
     target = make_url(url).set(drivername="postgresql")
     target = target.set(database=database) if database else target
     return psycopg.connect(target.render_as_string(hide_password=False), connect_timeout=5)
-
-
-def admin(url: str, template: str) -> None:
-    with connect(url, "postgres") as conn:
-        conn.autocommit = True
-        conn.execute(sql.SQL(template).format(sql.Identifier(make_url(url).database or "")))
 
 
 def cpu_seconds(pid: int, reaped: bool = False) -> float:
@@ -358,27 +352,15 @@ def main() -> int:
     add_option(parser)
     args = parser.parse_args()
     url: str = args.database_url
-    if not (make_url(url).database or "").endswith("_bench"):
-        print(f"refusing to drop and recreate {url}: its name must end in _bench", file=sys.stderr)
+    if scratch.refused(url):
         return 2
     if args.timers < 1 or args.workers < 1 or args.window < 0:
         parser.error("--timers and --workers must be positive, --window not negative")
-    scratch = tempfile.TemporaryDirectory(prefix="bench-timers-")
-    with scratch as tmp, tempfile.TemporaryFile() as log:
-        try:
-            admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-            admin(url, "CREATE DATABASE {}")
-            result = measure(args, log, Path(tmp))
-        except FAILURES as exc:
-            print(f"benchmark failed: {exc}", file=sys.stderr)
-            return 1
-        finally:
-            log.seek(0)
-            for line in log.read().decode(errors="replace").splitlines()[-10:]:
-                print(f"worker log: {line}", file=sys.stderr)
-            with contextlib.suppress(psycopg.Error):
-                admin(url, "DROP DATABASE IF EXISTS {} WITH (FORCE)")
-    return report(args, result)
+    with tempfile.TemporaryDirectory(prefix="bench-timers-") as tmp:
+        result = scratch.measured(
+            [url], lambda log: measure(args, log, Path(tmp)), FAILURES, label="worker log"
+        )
+    return 1 if result is None else report(args, result)
 
 
 if __name__ == "__main__":

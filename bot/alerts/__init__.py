@@ -20,8 +20,8 @@ from bot.alerts import (
     symptoms,
     webhook,
 )
-from bot.alerts.ingest import IngestResult
 from bot.alerts.payload import WebhookAlert, WebhookPayload
+from bot.alerts.results import IngestResult
 
 __all__ = [
     "IngestResult",

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from bot.alerts import ingest
 from bot.alerts.payload import WebhookPayload
+from bot.alerts.results import IngestResult
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.escalation import frozen_policy
@@ -143,7 +144,7 @@ class Fleet(Rig):
         labels.setdefault("severity", "critical")
         return alert(host=host, alertname=alertname, starts_at=iso(self.clock.now()), **labels)
 
-    def post(self, alerts: list[dict[str, Any]], **group: str) -> ingest.IngestResult:
+    def post(self, alerts: list[dict[str, Any]], **group: str) -> IngestResult:
         """One notification, grouped as Alertmanager would by `group` (default: the first
         alert's alertname and Hostname), through the real ingest as the webhook calls it."""
         body = notification(alerts, group=group or None)

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from bot import escalation
 from bot.alerts import ingest
 from bot.alerts.payload import WebhookPayload
+from bot.alerts.results import IngestResult
 from bot.chat.models import OutboxMessage
 from bot.chat.outbox import OutboxChat
 from bot.clock import FrozenClock
@@ -62,7 +63,7 @@ class EscRig:
         body = notification([alert(host=host, severity=severity, **labels)])
         return self.ingest(body).incident
 
-    def ingest(self, body: dict[str, Any]) -> ingest.IngestResult:
+    def ingest(self, body: dict[str, Any]) -> IngestResult:
         return ingest.ingest(
             self.db,
             WebhookPayload.model_validate(body),

@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.alerts import ingest
 from bot.alerts.payload import WebhookPayload
+from bot.alerts.results import IngestResult
 from bot.clock import FrozenClock
 from bot.config import Settings, load_settings
 from bot.db import Database
@@ -71,7 +72,7 @@ class Rig:
             self._catalog = catalogs.load(self.settings)
         return self._catalog
 
-    def ingest(self, body: dict[str, Any]) -> ingest.IngestResult:
+    def ingest(self, body: dict[str, Any]) -> IngestResult:
         """Post one notification body through the real ingest, as the webhook does."""
         return ingest.ingest(
             self.db,

@@ -211,6 +211,7 @@ def build_app(
             who,
             params_hash=body.params_hash,
             count=body.count,
+            override=body.override,
         )
         return _answer(
             models.Approved(

@@ -1,10 +1,11 @@
 """Steps over many nodes (`for_each: nodes`): a run's per-node progress while it runs
 (`step_runs.progress`), the count its approval named (`step_runs.approved_count`, and
 each person's in `step_approvals.count`), and who asked to stop the rest and when
-(`step_runs.stop_requested_by`, `stop_requested_at`).
+(`step_runs.stop_requested_by`, `stop_requested_at`), and how far past the breaker's global
+cap an admin's approval let it go (`step_runs.override_count`).
 
-Revision ID: 0012_for_each
-Revises: 0010 (the lead rechains it onto 0011_failure_domains when merging)
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-03
 """
 
@@ -28,11 +29,13 @@ def upgrade() -> None:
     op.add_column("step_runs", sa.Column("approved_count", sa.Integer()))
     op.add_column("step_runs", sa.Column("stop_requested_by", sa.String(200)))
     op.add_column("step_runs", sa.Column("stop_requested_at", sa.DateTime(timezone=True)))
+    op.add_column("step_runs", sa.Column("override_count", sa.Integer()))
     op.add_column("step_approvals", sa.Column("count", sa.Integer()))
 
 
 def downgrade() -> None:
     # Plain DROP COLUMN, as 0007.
     op.execute("ALTER TABLE step_approvals DROP COLUMN count")
-    for column in ("stop_requested_at", "stop_requested_by", "approved_count", "progress"):
+    columns = ("override_count", "stop_requested_at", "stop_requested_by", "approved_count")
+    for column in (*columns, "progress"):
         op.execute(f"ALTER TABLE step_runs DROP COLUMN {column}")

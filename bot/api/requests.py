@@ -52,6 +52,13 @@ class ApproveRequest(Decision):
         description="a step over many nodes (`for_each`) whose action changes them: how "
         "many nodes you approve it on, as the card says (required when it is more than one)",
     )
+    override: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_COUNT,
+        description="an admin only, with `count`: how many of the step's nodes may pass the "
+        "circuit breaker's global cap (each one it lets through is logged)",
+    )
 
     EXAMPLE: ClassVar[str] = '{"params_hash": "...", "count": 32}'
 

@@ -49,6 +49,14 @@ def add_commands(commands: Any) -> None:
         help="a step over many nodes that changes them: how many nodes you approve it on "
         "(required when more than one; `runbook-bot steps INC-N` shows the set)",
     )
+    approve.add_argument(
+        "--override-breaker",
+        type=int,
+        metavar="N",
+        dest="override",
+        help="an admin only, with --count: let N of the step's nodes pass the circuit "
+        "breaker's global cap (breaker_global_max_*); each one it lets through is logged",
+    )
     _add_decision(
         commands,
         "skip",
@@ -129,7 +137,14 @@ def show_steps(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def approve_step(args: argparse.Namespace, settings: Settings) -> int:
-    run = _decide(args, settings, service.approve, params_hash=args.hash, count=args.count)
+    run = _decide(
+        args,
+        settings,
+        service.approve,
+        params_hash=args.hash,
+        count=args.count,
+        override=args.override,
+    )
     if run.state == "approved":
         return common.say(f"step {run.step_id} approved; the worker runs it as {run.actor}")
     return common.say(f"your approval of step {run.step_id} is recorded; it needs more")

@@ -104,11 +104,14 @@ def approve(
     settings: Settings,
     params_hash: str | None = None,
     count: int | None = None,
+    override: int | None = None,
 ) -> StepRun:
     """Record `who`'s approval; the run is approved when enough different people have.
     A run over many nodes (`foreach`) binds to its node list: approving a change to more
     than one node names `count`, and a list the incident no longer has is refused with
-    `ProposalSuperseded` (the caller proposes it again: `service.approve`)."""
+    `ProposalSuperseded` (the caller proposes it again: `service.approve`). An admin may
+    add `override`: how many nodes past the circuit breaker's global cap the run may take
+    out (the breaker records each one it lets through)."""
     person, role = who.id, role_of(who)
     run = current_run(session, number, step_id, lock=True)
     if run.state != S.AWAITING_APPROVAL:
@@ -132,6 +135,8 @@ def approve(
     refused = foreach.count_refusal(run.params, run.action, step_id, count)
     if refused is not None:
         raise ApprovalRefused(refused)
+    if override is not None:
+        _check_override(run, step_id, role, count, override)
     if foreach.is_for_each(run.params):
         nodes = incident_nodes(session, number, settings.topology)
         if foreach.changed(run.params, nodes):
@@ -167,6 +172,18 @@ def approve(
     )
     session.add(approval)
     given.append(approval)
+    if override is not None:
+        run.override_count = override
+        log.append(
+            session,
+            incident,
+            at=now,
+            actor=log.Actor.deciding(who),
+            type="breaker.override_approved",
+            summary=f"{person} (admin) lets step {step_id} take out up to {override} "
+            f"node{'s' * (override != 1)} past the circuit breaker's global cap",
+            data={"step": step_id, "run": run.id, "override": override, "count": count},
+        )
     names = " and ".join(a.approver for a in given)
     if len(given) < run.approvals_required:
         missing = run.approvals_required - len(given)
@@ -206,6 +223,29 @@ def approve(
         },
     )
     return run
+
+
+def _check_override(
+    run: StepRun, step_id: str, role: str, count: int | None, override: int
+) -> None:
+    """An override of the breaker's global cap: an admin's, on a step over many nodes whose
+    count they named, never more nodes than the step has."""
+    if role != "admin":
+        raise ApprovalRefused(
+            f"only an admin may override the circuit breaker (you are {role}); approve "
+            "without the override, or ask an admin"
+        )
+    if not foreach.is_for_each(run.params) or count is None:
+        raise ApprovalRefused(
+            f"an override of the breaker's global cap goes with a step over many nodes "
+            f"approved with its count; step {step_id} is not one, or no count was named"
+        )
+    nodes = len(foreach.nodes_of(run.params))
+    if not 1 <= override <= nodes:
+        raise ApprovalRefused(
+            f"the override names how many of the step's {nodes} nodes may pass the global "
+            f"cap: 1 to {nodes}, not {override}"
+        )
 
 
 def stop(

@@ -99,7 +99,9 @@ def _claim(
         dict(run.params),
         run.actor or engine.BOT.id,
         step.timeout,
-        foreach.plan_of(step, run.approved_count) if foreach.is_for_each(run.params) else None,
+        foreach.plan_of(step, run.approved_count, run.override_count)
+        if foreach.is_for_each(run.params)
+        else None,
     )
 
 

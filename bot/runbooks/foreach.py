@@ -203,14 +203,18 @@ class Plan:
     stop_on: str = "first_failure"
     count: int | None = None
     """The count the approvals named: the actions get an `Allowance` for the nodes."""
+    override: int | None = None
+    """How many nodes past the breaker's global cap an admin's approval let the run go."""
 
 
-def plan_of(step: Step, approved_count: int | None) -> Plan | None:
+def plan_of(
+    step: Step, approved_count: int | None, override_count: int | None = None
+) -> Plan | None:
     """The plan of a `for_each` step's run; None for a step of one action."""
     if step.for_each is None:
         return None
     pause = step.pause.total_seconds() if step.pause is not None else 0.0
-    return Plan(step.max_parallel, step.batch, pause, step.stop_on, approved_count)
+    return Plan(step.max_parallel, step.batch, pause, step.stop_on, approved_count, override_count)
 
 
 def timed_out(progress: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:

@@ -120,6 +120,9 @@ class StepRun(Base):
     approved_count: Mapped[int | None] = mapped_column(Integer)
     """The node count its approvals named (`for_each`): the run's actions get an
     `Allowance` for that many nodes."""
+    override_count: Mapped[int | None] = mapped_column(Integer)
+    """How many nodes past the circuit breaker's global cap an admin's approval of this
+    `for_each` run let it take out (None: none; the cap holds)."""
     stop_requested_by: Mapped[str | None] = mapped_column(String(200))
     """Who asked a running `for_each` run to stop the rest (no new node starts)."""
     stop_requested_at: Mapped[datetime | None]
@@ -142,6 +145,7 @@ class StepRun(Base):
             not_before=not_before,
             actor=self.actor,
             approved_count=self.approved_count,
+            override_count=self.override_count,
             summary=summary[:2000],
         )
 

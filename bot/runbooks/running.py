@@ -153,8 +153,8 @@ class Running:
 
     def _each(self, action: registry.Action, base: ActionContext, plan: foreach.Plan) -> Outcome:
         """A `for_each` run: the action once per node, each with a context of its own
-        (its own Kubernetes client, the run's `cancelled`, and the `Allowance` when the
-        approval named the count)."""
+        (its own Kubernetes client, the run's `cancelled`, the `Allowance` when the
+        approval named the count, and an admin's override of the global cap with its count)."""
         params = self.claim.params
         allowance = None
         if plan.count is not None:
@@ -162,7 +162,14 @@ class Running:
             allowance = Allowance(nodes, plan.count, foreach.domain_of(params))
 
         def act(node: str, given: dict[str, Any], progress: Callable[[str], None]) -> Outcome:
-            ctx = dataclasses.replace(base, allowance=allowance, progress=progress, _kube=None)
+            ctx = dataclasses.replace(
+                base,
+                allowance=allowance,
+                admin_override=plan.override is not None,
+                override_count=plan.override,
+                progress=progress,
+                _kube=None,
+            )
             try:
                 return _execute(action, given, ctx)
             except BotError as exc:  # its parameters refused: nothing ran on this node

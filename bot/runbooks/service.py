@@ -137,12 +137,14 @@ def approve(
     settings: Settings,
     params_hash: str | None = None,
     count: int | None = None,
+    override: int | None = None,
 ) -> StepRun:
-    """`who` approves; with `count`, the node count of a step over many nodes."""
+    """`who` approves; with `count`, the node count of a step over many nodes, and with
+    `override` (an admin), how many of them may pass the breaker's global cap."""
     try:
         with db.transaction() as session:
             return approvals.approve(
-                session, number, step_id, who, clock.now(), settings, params_hash, count
+                session, number, step_id, who, clock.now(), settings, params_hash, count, override
             )
     except ApprovalExpired:
         with db.transaction() as session:

@@ -155,3 +155,20 @@ def test_the_cli_approves_with_count_and_refuses_without(
     assert "step cordon approved" in out
     assert "step cordon is approved and no node has started: cancel it instead" in err
     assert rig.runs(number)["cordon"].approved_count == 4
+
+
+def test_the_cli_takes_an_admins_override_of_the_global_cap_and_refuses_anyone_elses(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rig.clock.set(datetime.now(UTC))  # the CLI decides on the system clock
+    number = _open(rig)
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", rig.db.url)
+    monkeypatch.setenv("RUNBOOK_BOT_ROLES", '{"alice": ["responder"], "carol": ["admin"]}')
+    approve = ["approve", f"INC-{number}", "cordon", "--count", "4", "--override-breaker", "2"]
+
+    assert cli.main([*approve, "--as", "alice"]) == 1
+    _, err = capsys.readouterr()
+    assert "only an admin may override the circuit breaker" in err
+    assert cli.main([*approve, "--as", "carol"]) == 0
+    run = rig.runs(number)["cordon"]
+    assert (run.state, run.approved_count, run.override_count) == ("approved", 4, 2)

@@ -121,7 +121,8 @@ def main() -> int:
             print(f"    {error}")
     normal, full = runs["normal"], runs["full"]
     print(f"  FULL / NORMAL throughput: {full.rate / normal.rate:.2f}")
-    results = Results("ingest_sqlite", "Alertmanager ingest on SQLite, FULL vs NORMAL", vars(args))
+    parameters = {key: value for key, value in vars(args).items() if key != "json"}
+    results = Results("ingest_sqlite", "Alertmanager ingest on SQLite, FULL vs NORMAL", parameters)
     peer = ("synchronous=NORMAL", normal.rate, "alerts/s")
     results.metric("alerts/s synchronous=FULL", full.rate, "alerts/s", peer=peer, backend="sqlite")
     for run in runs.values():

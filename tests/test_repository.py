@@ -230,23 +230,30 @@ def test_no_tracked_file_names_a_path_outside_the_repository() -> None:
     assert found == [], "paths outside the repository:\n" + "\n".join(map(str, found))
 
 
+def spelt(text: str) -> str:
+    """An example as the check reads it: `^/` is a step up (dot dot slash), `~home/` and
+    `~work/` the machine folders. Written so, this file names no such path itself."""
+    up, home, work = "." + "./", "/ho" + "me/", "/wo" + "rk/"
+    return text.replace("^/", up).replace("~home/", home).replace("~work/", work)
+
+
 FAKE_TREE = {
     "README.md": [
         "Posts [a payload](examples/a.json) and [docs](docs/guide.md#setup).",
-        "Made from [the design](../" + OUTSIDE + "/DESIGN.md).",  # repo-check: example
+        "Made from [the design](^/" + OUTSIDE + "/DESIGN.md).",  # repo-check: example
         "curl --data @examples/a.json http://127.0.0.1:8080/webhooks/alertmanager",
-        "curl --data @../fixtures/a.json http://127.0.0.1:8080/",  # repo-check: example
+        "curl --data @^/fixtures/a.json http://127.0.0.1:8080/",  # repo-check: example
         "Chromium at /usr/bin/chromium; settings in /etc/runbook-bot/config.yaml.",
-        "See https://example.com/../../x and /static/../config.py and gpu-01/../../x.",
+        "See https://example.com/^/^/x and /static/^/config.py and gpu-01/^/^/x.",
     ],
     "docs/guide.md": [
-        "# yaml-language-server: $schema=../docs/runbook.schema.json",
-        "Back to the [readme](../README.md), not [above it](../../x.md).",  # repo-check: example
-        '<img src="../../logo.png"> <img src="images/ok.png">',  # repo-check: example
-        "Recorded under /home/alice/runbook-bot.",  # repo-check: example
+        "# yaml-language-server: $schema=^/docs/runbook.schema.json",
+        "Back to the [readme](^/README.md), not [above it](^/^/x.md).",  # repo-check: example
+        '<img src="^/^/logo.png"> <img src="images/ok.png">',  # repo-check: example
+        "Recorded under ~home/alice/runbook-bot.",  # repo-check: example
         "Copied from " + OUTSIDE + "/fixtures/alertmanager.",  # repo-check: example
         "The seed is in 000_0123456789abcdef.txt.",  # repo-check: example
-        "A wiki page at https://wiki.example.com/work/home/ stays a URL.",
+        "A wiki page at https://wiki.example.com/work~home/ stays a URL.",
     ],
     "tests/support/payloads.py": [
         "from pathlib import Path",
@@ -259,12 +266,12 @@ FAKE_TREE = {
         "HERE = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))",
         "AWAY = os.path.join(HERE, '..')",  # repo-check: example
         "INSIDE = Path(__file__).parent.parent.parent / 'bench'",
-        "DATA = Path('/work/data')",  # repo-check: example
+        "DATA = Path('~work/data')",  # repo-check: example
     ],
     "scripts/run": [
         "#!/bin/sh",
-        'cd "$(dirname "$0")/.." && ls ../../elsewhere',  # repo-check: example
-        "cat ../tests/support/payloads.py",
+        'cd "$(dirname "$0")/.." && ls ^/^/elsewhere',  # repo-check: example
+        "cat ^/tests/support/payloads.py",
     ],
 }
 FAKE_FINDINGS = [
@@ -291,8 +298,9 @@ FAKE_FINDINGS = [
 def _fake_tree(root: Path) -> list[str]:
     for name, lines in FAKE_TREE.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (root / "docs" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0/home/x/../../../")
+        (root / name).write_text(spelt("\n".join(lines) + "\n"), encoding="utf-8")
+    logo = b"\x89PNG\r\n\x1a\n\0\0" + spelt("~home/x/^/^/^/").encode()
+    (root / "docs" / "logo.png").write_bytes(logo)
     return [*FAKE_TREE, "docs/logo.png"]
 
 
@@ -313,7 +321,7 @@ def test_the_check_reads_the_files_git_tracks_and_refuses_a_folder_that_is_no_ch
     checkout.mkdir()
     plain.mkdir()
     _fake_tree(checkout)
-    (checkout / "untracked.md").write_text("[x](../../../x)\n")  # repo-check: example
+    (checkout / "untracked.md").write_text(spelt("[x](^/^/^/x)\n"))  # repo-check: example
     git = ["git", "-C", str(checkout)]
     subprocess.run([*git, "init", "-q"], check=True, timeout=GIT_SECONDS)
     subprocess.run([*git, "add", *FAKE_TREE], check=True, timeout=GIT_SECONDS)

@@ -250,7 +250,7 @@ def _column(rows: list[dict[str, object]], name: str) -> list[Any]:
         return [_json(row[name]) for row in rows]
     if name in _ENUMS:
         return [_text(row[name]) for row in rows]
-    return [row.get(name) for row in rows]  # `symptom` is staged only for symptoms
+    return [row[name] for row in rows]
 
 
 def _flush_postgres(session: Session, writes: Writes, now: datetime) -> None:

@@ -502,25 +502,28 @@ def _propose(
         )
         return run
 
+    def skip(why: str, data: dict[str, Any]) -> StepRun:
+        run.summary = f"skipped: {why}"
+        run.finished_at = now
+        transition(
+            session,
+            incident,
+            run,
+            S.SKIPPED,
+            now=now,
+            actor=BOT,
+            summary=f"step {step.id} ({title}) skipped: {why}",
+            data=data,
+        )
+        return run
+
     if step.when is not None:
         try:
             applies = templates.evaluate(step.when, context)
         except templates.TemplateError as exc:
             return fail(str(exc))
         if not applies:
-            run.summary = f"skipped: `when: {step.when}` is false"
-            run.finished_at = now
-            transition(
-                session,
-                incident,
-                run,
-                S.SKIPPED,
-                now=now,
-                actor=BOT,
-                summary=f"step {step.id} ({title}) skipped: `when: {step.when}` is false",
-                data={"when": step.when},
-            )
-            return run
+            return skip(f"`when: {step.when}` is false", {"when": step.when})
 
     if step.manual is not None:
         run.summary = text(step.manual)
@@ -550,19 +553,7 @@ def _propose(
     if step.for_each is not None and not raw["nodes"]:
         run.params, run.params_hash = raw, params_hash(raw)
         why = "the incident's alerts name no node, so there is nothing to run it on"
-        run.summary = f"skipped: {why}"
-        run.finished_at = now
-        transition(
-            session,
-            incident,
-            run,
-            S.SKIPPED,
-            now=now,
-            actor=BOT,
-            summary=f"step {step.id} ({title}) skipped: {why}",
-            data={"for_each": step.for_each, "nodes": []},
-        )
-        return run
+        return skip(why, {"for_each": step.for_each, "nodes": []})
     run.params = raw
     run.params_hash = params_hash(raw)
     required = max(action.risk.approvals, APPROVALS[step.approval or "auto"])

@@ -25,49 +25,16 @@ from bot.clock import as_utc
 from bot.incidents import history
 from bot.incidents import service as incidents
 from bot.incidents.models import Alert, LogEntry
+from bot.postmortem import timeline
 from bot.postmortem.models import Followup
+from bot.postmortem.timeline import Moment, Skipped
+from bot.runbooks import versions
 from bot.runbooks.models import IncidentRunbook, StepRun
 
-TIMELINE_TYPES = (
-    "alert.firing",
-    "alert.resolved",
-    "incident.opened",
-    "incident.acknowledged",
-    "incident.owner",
-    "incident.severity_raised",
-    "incident.alerts_cleared",
-    "incident.resolved",
-    "incident.reopened",
-    "incident.closed",
-    "escalation.paged",
-    "escalation.silenced",
-    "page.failed",
-    "step.approved",
-    "step.succeeded",
-    "step.failed",
-    "step.timed_out",
-    "step.skipped",
-    "step.interrupted",
-    "drain.finished",
-    "drain.refused",
-    "breaker.refused",
-    "followup.added",
-)
-"""Log entry types the timeline shows; progress reports and proposals stay in the log."""
-MAX_TIMELINE = 200
-"""Entries shown at most; a storm's thousands of repeats are summarized, not listed."""
 _SECRET = re.compile(
     r"(xox[abposr]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|(?i:bearer)\s+[A-Za-z0-9._~+/=-]{8,}"
     r"|(?i:(?:password|passwd|secret|token|key)\s*[=:]\s*)\S+)"
 )
-
-
-@dataclass(frozen=True)
-class Moment:
-    at: datetime
-    actor: str
-    kind: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -106,6 +73,9 @@ class Draft:
     duration_minutes: int
     acknowledged_at: datetime | None
     acknowledged_by: str | None
+    responded_at: datetime | None
+    """The first acknowledgement or the first decision by a person, whichever came first."""
+    responded_by: str | None
     mitigated_at: datetime | None
     resolved_at: datetime | None
     back_in_service_at: datetime | None
@@ -120,8 +90,10 @@ class Draft:
     notes: list[str] = field(default_factory=list)
     timeline: list[Moment] = field(default_factory=list)
     left_out: int = 0
+    skipped: Skipped = field(default_factory=Skipped)
     followups: list[Item] = field(default_factory=list)
-    gpu_history: list[str] = field(default_factory=list)
+    gpu_history: list[dict[str, Any]] = field(default_factory=list)
+    """`gpu.fault_history` results: {"result": the result's fields, "window": "7d"}."""
     pages: int = 0
     pages_failed: int = 0
     steps_failed: list[str] = field(default_factory=list)
@@ -135,7 +107,8 @@ class Draft:
 
     @property
     def tta(self) -> int | None:
-        return self.minutes(self.acknowledged_at)
+        """Time to acknowledge: to the first acknowledgement or decision by a person."""
+        return self.minutes(self.responded_at)
 
     @property
     def ttm(self) -> int | None:
@@ -161,10 +134,16 @@ def build(session: Session, number: int, now: datetime, secrets: Iterable[str] =
     alerts = incidents.alerts_of(session, number)
     # Plain rows, not ORM objects: a long night's log is thousands of entries.
     entries = session.execute(
-        select(LogEntry.type, LogEntry.at, LogEntry.actor_name, LogEntry.summary, LogEntry.data)
+        select(LogEntry.type, LogEntry.at, LogEntry.actor_kind, LogEntry.actor_id,
+               LogEntry.actor_name, LogEntry.summary, LogEntry.data)
         .where(LogEntry.incident_number == number)
         .order_by(LogEntry.seq)
-    ).all()
+    ).all()  # fmt: skip
+    acknowledged_at = _utc(incident.acknowledged_at)
+    responded_at, responded_by = acknowledged_at, incident.acknowledged_by
+    first = timeline.responded(entries)
+    if first is not None and (responded_at is None or first[0] < responded_at):
+        responded_at, responded_by = first
     draft = Draft(
         ref=incident.ref,
         number=number,
@@ -174,8 +153,10 @@ def build(session: Session, number: int, now: datetime, secrets: Iterable[str] =
         start=start,
         end=end,
         duration_minutes=int(((end or as_utc(now)) - start).total_seconds() // 60),
-        acknowledged_at=_utc(incident.acknowledged_at),
+        acknowledged_at=acknowledged_at,
         acknowledged_by=incident.acknowledged_by,
+        responded_at=responded_at,
+        responded_by=responded_by,
         mitigated_at=_first_change(runs),
         resolved_at=end,
         back_in_service_at=_back_in_service(runs),
@@ -188,10 +169,13 @@ def build(session: Session, number: int, now: datetime, secrets: Iterable[str] =
     draft.nodes = sorted({n for a in alerts if (n := history.node_of(a.labels))})
     draft.gpus = _gpus(alerts)
     _impact(draft, entries, runs, hide)
-    draft.timeline, draft.left_out = _timeline(entries, hide)
+    titles = _titles(session, frozen)
+    draft.timeline, draft.left_out, draft.skipped = timeline.build(
+        entries, runs, titles, start, hide
+    )
     draft.followups = _followups(session, number, hide)
     draft.gpu_history = [
-        hide(str(run.result.get("summary", "")))
+        {"result": _hidden_values(run.result, hide), "window": str(run.params.get("window", ""))}
         for run in runs
         if run.action == "gpu.fault_history" and run.state == "succeeded" and run.result
     ]
@@ -203,6 +187,21 @@ def build(session: Session, number: int, now: datetime, secrets: Iterable[str] =
         if run.state in ("failed", "timed_out", "interrupted")
     ]
     return draft
+
+
+def _titles(session: Session, frozen: IncidentRunbook | None) -> dict[str, dict[str, str]]:
+    """Each step's title in both languages, from the runbook frozen onto the incident."""
+    if frozen is None:
+        return {}
+    try:
+        runbook = versions.runbook(session, frozen.runbook_digest)
+    except Exception:  # a version no longer stored: the rows name steps by their ids
+        return {}
+    return {step.id: timeline.titles_of(step.title, step.id) for step in runbook.steps}
+
+
+def _hidden_values(result: dict[str, Any], hide: Redactor) -> dict[str, Any]:
+    return {k: hide(v) if isinstance(v, str) else v for k, v in result.items()}
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -286,28 +285,6 @@ def _impact(draft: Draft, entries: Sequence[Row[Any]], runs: list[StepRun], hide
     for run in runs:
         if run.kind == "manual" and run.state == "succeeded" and run.summary:
             draft.notes.append(f"{run.step_id}: {hide(run.summary)}")
-
-
-def _timeline(entries: Sequence[Row[Any]], hide: Redactor) -> tuple[list[Moment], int]:
-    """The entries that tell the story, oldest first; repeats of one alert are folded."""
-    moments: list[Moment] = []
-    seen_firing: set[str] = set()
-    left_out = 0
-    for entry in entries:
-        if entry.type not in TIMELINE_TYPES:
-            continue
-        if entry.type == "alert.firing":
-            key = str(entry.data.get("fingerprint", entry.summary))
-            if key in seen_firing:
-                left_out += 1
-                continue
-            seen_firing.add(key)
-        moments.append(Moment(as_utc(entry.at), entry.actor_name, entry.type, hide(entry.summary)))
-    if len(moments) > MAX_TIMELINE:
-        head, tail = moments[: MAX_TIMELINE // 2], moments[-MAX_TIMELINE // 2 :]
-        left_out += len(moments) - len(head) - len(tail)
-        moments = head + tail
-    return moments, left_out
 
 
 def _followups(session: Session, number: int, hide: Redactor) -> list[Item]:

@@ -9,39 +9,23 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any
 
 from jinja2 import FileSystemLoader, StrictUndefined, TemplateNotFound
 from jinja2.sandbox import SandboxedEnvironment
 
 from bot.clock import as_utc
 from bot.errors import ConfigInvalid
+from bot.postmortem import phrases
 from bot.postmortem.draft import Draft
+from bot.postmortem.phrases import FAULTS, Lang
+from bot.postmortem.timeline import Moment
 
-Lang = Literal["zh", "en"]
+__all__ = ["FAULTS", "LANGS", "Lang", "render", "shipped"]
+
 LANGS: tuple[Lang, ...] = ("zh", "en")
-FAULTS = {
-    "zh": {
-        "fallen_off_bus": "GPU 掉出总线",
-        "drain_and_reset": "硬件故障，需迁移任务并重置 GPU",
-        "reset_gpu": "需重置 GPU",
-        "nvlink": "NVLink 故障",
-        "fabric_manager": "Fabric Manager 故障",
-        "application": "应用层错误",
-        "informational": "提示性事件",
-        "unknown": "未知 XID",
-    },
-    "en": {
-        "fallen_off_bus": "fell off the bus",
-        "drain_and_reset": "a hardware fault: drain and reset the GPU",
-        "reset_gpu": "needs a GPU reset",
-        "nvlink": "an NVLink fault",
-        "fabric_manager": "a Fabric Manager fault",
-        "application": "an application error",
-        "informational": "informational",
-        "unknown": "an unknown XID",
-    },
-}
+NBSP = "\u00a0"
+"""Joins a row's date to its time, so a narrow table column never wraps between them."""
 
 
 def shipped() -> Path:
@@ -66,8 +50,16 @@ def render(draft: Draft, lang: Lang, templates: Path | None = None) -> str:
         autoescape=False,
     )
     env.filters["hm"] = _hm
+    env.filters["hms"] = _hms
+    env.filters["ymd"] = lambda at: as_utc(at).strftime("%Y-%m-%d") if at else "-"
     env.filters["ymdhm"] = _ymdhm
+    env.filters["ymdhms"] = _ymdhms
+    env.filters["stamp"] = _stamp
     env.filters["md"] = _md
+    env.filters["cell"] = _cell
+    env.filters["what"] = lambda moment: phrases.row(moment, lang)
+    env.filters["history"] = lambda item: _history(item, lang)
+    env.globals["skipped"] = phrases.skipped(draft.skipped, lang)
     name = f"5why.{lang}.md.j2"
     try:
         template = env.get_template(name)
@@ -80,8 +72,31 @@ def _hm(at: datetime | None) -> str:
     return as_utc(at).strftime("%H:%M") if at is not None else "-"
 
 
+def _hms(at: datetime | None) -> str:
+    return as_utc(at).strftime("%H:%M:%S") if at is not None else "-"
+
+
 def _ymdhm(at: datetime | None) -> str:
     return as_utc(at).strftime("%Y-%m-%d %H:%M") if at is not None else "-"
+
+
+def _ymdhms(at: datetime | None) -> str:
+    return as_utc(at).strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"
+
+
+def _stamp(moment: Moment) -> str:
+    """A timeline row's time: HH:MM:SS, with the date in front when the day changed."""
+    at = as_utc(moment.at)
+    return f"{at:%Y-%m-%d}{NBSP}{at:%H:%M:%S}" if moment.new_day else f"{at:%H:%M:%S}"
+
+
+def _history(item: dict[str, Any], lang: Lang) -> str:
+    return phrases.history(item.get("result") or {}, lang, str(item.get("window") or ""))
+
+
+def _cell(text: object) -> str:
+    """One Markdown table cell: one line, no HTML, `|` escaped."""
+    return _md(text).replace("|", "\\|")
 
 
 def _md(text: object) -> str:

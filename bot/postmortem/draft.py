@@ -97,6 +97,8 @@ class Draft:
     pages: int = 0
     pages_failed: int = 0
     steps_failed: list[str] = field(default_factory=list)
+    """`step: summary` in the log's English; the templates word `failures`."""
+    failures: list[Moment] = field(default_factory=list)
     generated_at: datetime | None = None
 
     def minutes(self, at: datetime | None) -> int | None:
@@ -170,9 +172,9 @@ def build(session: Session, number: int, now: datetime, secrets: Iterable[str] =
     draft.gpus = _gpus(alerts)
     _impact(draft, entries, runs, hide)
     titles = _titles(session, frozen)
-    draft.timeline, draft.left_out, draft.skipped = timeline.build(
-        entries, runs, titles, start, hide
-    )
+    story = timeline.build(entries, runs, titles, start, hide)
+    draft.timeline, draft.left_out, draft.skipped = story.moments, story.left_out, story.skipped
+    draft.failures = story.failures
     draft.followups = _followups(session, number, hide)
     draft.gpu_history = [
         {"result": _hidden_values(run.result, hide), "window": str(run.params.get("window", ""))}

@@ -105,8 +105,8 @@ def _window_en(window: str) -> str:
 def _step(f: dict[str, Any], lang: Lang) -> str:
     title = f.get("titles", {}).get(lang) or f.get("step", "")
     if title == f.get("step"):
-        return f"{f.get('step', '')}" if lang == "en" else f"步骤 {f.get('step', '')}"
-    return f"{f['step']} ({title})" if lang == "en" else f"步骤 {f['step']}（{title}）"
+        return f"step {f.get('step', '')}" if lang == "en" else f"步骤 {f.get('step', '')}"
+    return f"step {f['step']} ({title})" if lang == "en" else f"步骤 {f['step']}（{title}）"
 
 
 def _said(f: dict[str, Any], key: str, lang: Lang) -> str:
@@ -184,9 +184,34 @@ def _succeeded(f: dict[str, Any], lang: Lang) -> str:
     return f"{_step(f, lang)} succeeded" + (f": {done}" if done else "")
 
 
+def _not_drained(f: dict[str, Any], lang: Lang) -> str:
+    """Why a drain did not finish, from its result: the pods it refused or left behind."""
+    result: dict[str, Any] = f.get("result") or {}
+    node = result.get("node", "")
+    refused = [str(p.get("pod", "")) for p in result.get("refused") or [] if isinstance(p, dict)]
+    left = [str(p.get("pod", "")) for p in result.get("remaining") or [] if isinstance(p, dict)]
+    if refused:
+        pods = ", ".join(refused)
+        if lang == "zh":
+            return f"{node} 未驱逐任何 Pod：{pods} 不能安全驱逐"
+        return f"{node} not drained, nothing evicted: {pods} may not be evicted"
+    if left:
+        pods = ", ".join(left)
+        if lang == "zh":
+            return f"{node} 未驱逐完：仍有 {len(left)} 个 Pod 未迁出（{pods}）"
+        return f"{node} not drained: {len(left)} still on it ({pods})"
+    return ""
+
+
 def _ended(verb_en: str, verb_zh: str) -> Callable[[dict[str, Any], Lang], str]:
     def word(f: dict[str, Any], lang: Lang) -> str:
         error = f.get("error")
+        if f.get("action") in ("k8s.drain", "k8s.drain_unsafe"):
+            why = _not_drained(f, lang)
+            if why:
+                return f"{_step(f, lang)}{verb_zh}：{why}" if lang == "zh" else (
+                    f"{_step(f, lang)} {verb_en}: {why}"
+                )
         if lang == "zh":
             return f"{_step(f, lang)}{verb_zh}" + (f"，错误信息：「{error}」" if error else "")
         return f"{_step(f, lang)} {verb_en}" + (f": {error}" if error else "")
@@ -204,7 +229,7 @@ def _acknowledged(f: dict[str, Any], lang: Lang) -> str:
     if lang == "zh":
         how = f"（{decision}{_step(f, lang)}即确认）" if decision and f.get("step") else ""
         return f"确认响应{how}{_said(f, 'note', lang)}"
-    how = f" by {decision} step {_step(f, lang)}" if decision and f.get("step") else ""
+    how = f" by {decision} {_step(f, lang)}" if decision and f.get("step") else ""
     return f"acknowledged{how}{_said(f, 'note', lang)}"
 
 

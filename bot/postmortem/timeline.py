@@ -101,15 +101,28 @@ def titles_of(text: Text | None, step_id: str) -> dict[str, str]:
     return {"en": en, "zh": text.zh or en}
 
 
+@dataclass(frozen=True)
+class Story:
+    moments: list[Moment]
+    """Oldest first; at most `MAX_TIMELINE` (the first and the last half)."""
+    left_out: int
+    """Entries folded away: repeats of one alert, the middle of a storm."""
+    skipped: Skipped
+    failures: list[Moment]
+    """Every step that failed, timed out or was interrupted, even those `moments` left out."""
+
+
+FAILED = ("step.failed", "step.timed_out", "step.interrupted")
+
+
 def build(
     entries: Sequence[Row[Any]],
     runs: list[StepRun],
     titles: dict[str, dict[str, str]],
     start: datetime,
     hide: Callable[[str], str],
-) -> tuple[list[Moment], int, Skipped]:
-    """The moments that tell the story, oldest first, how many entries were folded away,
-    and the steps that did not apply."""
+) -> Story:
+    """The moments that tell the story, and what was folded away."""
     by_run = {run.id: run for run in runs}
     moments: list[Moment] = []
     seen_firing: set[str] = set()
@@ -139,11 +152,12 @@ def build(
     # A step the bot skipped and people later ran (proposed again) did apply after all.
     ran = {m.facts.get("step") for m in moments if m.kind != "step.skipped"}
     shown = Skipped([titles.get(s, titles_of(None, s)) for s in skipped if s not in ran])
+    failures = [m for m in moments if m.kind in FAILED]
     if len(moments) > MAX_TIMELINE:
         head, tail = moments[: MAX_TIMELINE // 2], moments[-MAX_TIMELINE // 2 :]
         left_out += len(moments) - len(head) - len(tail)
         moments = head + tail
-    return _days(moments, start), left_out, shown
+    return Story(_days(moments, start), left_out, shown, failures)
 
 
 def responded(entries: Sequence[Row[Any]]) -> tuple[datetime, str] | None:
@@ -181,7 +195,7 @@ def facts_of(
             facts["action"] = run.action
             facts["result"] = dict(run.result or {})
             facts["params"] = dict(run.params or {})
-            if entry.type in ("step.failed", "step.timed_out", "step.interrupted"):
+            if entry.type in FAILED:
                 facts["error"] = hide(str(data.get("error") or run.summary or ""))
     elif entry.type == "incident.opened":
         facts["severity"] = str(data.get("severity", ""))

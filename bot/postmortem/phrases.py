@@ -209,8 +209,10 @@ def _ended(verb_en: str, verb_zh: str) -> Callable[[dict[str, Any], Lang], str]:
         if f.get("action") in ("k8s.drain", "k8s.drain_unsafe"):
             why = _not_drained(f, lang)
             if why:
-                return f"{_step(f, lang)}{verb_zh}：{why}" if lang == "zh" else (
-                    f"{_step(f, lang)} {verb_en}: {why}"
+                return (
+                    f"{_step(f, lang)}{verb_zh}：{why}"
+                    if lang == "zh"
+                    else (f"{_step(f, lang)} {verb_en}: {why}")
                 )
         if lang == "zh":
             return f"{_step(f, lang)}{verb_zh}" + (f"，错误信息：「{error}」" if error else "")
@@ -248,20 +250,24 @@ _EN: dict[str, Callable[[dict[str, Any]], str]] = {
     "alert.resolved": lambda f: f"{f['alertname']} resolved{_where(f, 'en')}",
     "incident.opened": lambda f: f"incident opened ({f['severity']})",
     "incident.acknowledged": lambda f: _acknowledged(f, "en"),
-    "incident.owner": lambda f: "took ownership"
-    if f.get("took")
-    else f"made {f.get('owner', '')} the owner",
+    "incident.owner": lambda f: (
+        "took ownership" if f.get("took") else f"made {f.get('owner', '')} the owner"
+    ),
     "incident.severity_raised": lambda f: f"severity raised to {f['to']}",
     "incident.alerts_cleared": lambda f: "all its alerts resolved",
-    "incident.resolved": lambda f: "resolved: its alerts resolved"
-    if f.get("by_alerts")
-    else f"resolved{_said(f, 'disposition', 'en')}",
+    "incident.resolved": lambda f: (
+        "resolved: its alerts resolved"
+        if f.get("by_alerts")
+        else f"resolved{_said(f, 'disposition', 'en')}"
+    ),
     "incident.reopened": lambda f: f"reopened{_said(f, 'reason', 'en')}",
     "incident.closed": lambda f: "closed",
     "escalation.paged": lambda f: _paged(f, "en"),
     "escalation.silenced": lambda f: f"silenced paging until {f['until'][11:19]} UTC",
-    "page.failed": lambda f: f"page to {f.get('target', '?')} not delivered "
-    f"after {f['attempts']} attempt{'' if f['attempts'] == 1 else 's'}",
+    "page.failed": lambda f: (
+        f"page to {f.get('target', '?')} not delivered "
+        f"after {f['attempts']} attempt{'' if f['attempts'] == 1 else 's'}"
+    ),
     "step.approved": lambda f: _approved(f, "en"),
     "step.succeeded": lambda f: _succeeded(f, "en"),
     "step.failed": lambda f: _ended("failed", "")(f, "en"),
@@ -269,24 +275,29 @@ _EN: dict[str, Callable[[dict[str, Any]], str]] = {
     "step.interrupted": lambda f: _ended("was interrupted", "")(f, "en"),
     "step.skipped": lambda f: f"skipped {_step(f, 'en')}{_said(f, 'note', 'en')}",
     "step.reproposed": lambda f: f"proposed {_step(f, 'en')} again{_said(f, 'note', 'en')}",
-    "step.stop_requested": lambda f: f"stopped the rest of {_step(f, 'en')}"
-    f"{_said(f, 'note', 'en')}",
-    "followup.added": lambda f: f"added follow-up #{f.get('id')}: {f.get('title', '')}"
-    + (f" (owner {f['owner']})" if f.get("owner") else ""),
+    "step.stop_requested": lambda f: (
+        f"stopped the rest of {_step(f, 'en')}{_said(f, 'note', 'en')}"
+    ),
+    "followup.added": lambda f: (
+        f"added follow-up #{f.get('id')}: {f.get('title', '')}"
+        + (f" (owner {f['owner']})" if f.get("owner") else "")
+    ),
 }
 _ZH: dict[str, Callable[[dict[str, Any]], str]] = {
     "alert.firing": lambda f: f"告警 {f['alertname']} 触发{_where(f, 'zh')}",
     "alert.resolved": lambda f: f"告警 {f['alertname']} 恢复{_where(f, 'zh')}",
     "incident.opened": lambda f: f"建立故障事件（{f['severity']}）",
     "incident.acknowledged": lambda f: _acknowledged(f, "zh"),
-    "incident.owner": lambda f: "接手负责"
-    if f.get("took")
-    else f"指定 {f.get('owner', '')} 为负责人",
+    "incident.owner": lambda f: (
+        "接手负责" if f.get("took") else f"指定 {f.get('owner', '')} 为负责人"
+    ),
     "incident.severity_raised": lambda f: f"级别升为 {f['to']}",
     "incident.alerts_cleared": lambda f: "告警全部恢复",
-    "incident.resolved": lambda f: "告警全部恢复，事件自动结束"
-    if f.get("by_alerts")
-    else f"处置完成，事件结束{_said(f, 'disposition', 'zh')}",
+    "incident.resolved": lambda f: (
+        "告警全部恢复，事件自动结束"
+        if f.get("by_alerts")
+        else f"处置完成，事件结束{_said(f, 'disposition', 'zh')}"
+    ),
     "incident.reopened": lambda f: f"重新打开事件{_said(f, 'reason', 'zh')}",
     "incident.closed": lambda f: "关闭事件",
     "escalation.paged": lambda f: _paged(f, "zh"),
@@ -300,8 +311,10 @@ _ZH: dict[str, Callable[[dict[str, Any]], str]] = {
     "step.skipped": lambda f: f"跳过{_step(f, 'zh')}{_said(f, 'note', 'zh')}",
     "step.reproposed": lambda f: f"重新提议{_step(f, 'zh')}{_said(f, 'note', 'zh')}",
     "step.stop_requested": lambda f: f"停止{_step(f, 'zh')}的后续执行{_said(f, 'note', 'zh')}",
-    "followup.added": lambda f: f"新增跟进项 #{f.get('id')}：{f.get('title', '')}"
-    + (f"（负责人 {f['owner']}）" if f.get("owner") else ""),
+    "followup.added": lambda f: (
+        f"新增跟进项 #{f.get('id')}：{f.get('title', '')}"
+        + (f"（负责人 {f['owner']}）" if f.get("owner") else "")
+    ),
 }
 
 

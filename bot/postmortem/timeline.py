@@ -244,8 +244,14 @@ def _days(moments: list[Moment], start: datetime) -> list[Moment]:
     marked = []
     for moment in moments:
         marked.append(
-            Moment(moment.at, moment.actor, moment.kind, moment.text, moment.facts,
-                   new_day=moment.at.date() != day)  # fmt: skip
+            Moment(
+                moment.at,
+                moment.actor,
+                moment.kind,
+                moment.text,
+                moment.facts,
+                new_day=moment.at.date() != day,
+            )  # fmt: skip
         )
         day = moment.at.date()
     return marked

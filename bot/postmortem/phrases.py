@@ -222,17 +222,20 @@ def _ended(verb_en: str, verb_zh: str) -> Callable[[dict[str, Any], Lang], str]:
 
 
 def _acknowledged(f: dict[str, Any], lang: Lang) -> str:
+    """Acknowledged by hand, or by deciding (engine: `data.decision`, `data.step`)."""
     decision = {
-        "zh": {"approve": "批准", "skip": "跳过", "done": "完成", "complete": "完成",
-               "stop": "停止", "repropose": "重新提议"},
-        "en": {"approve": "approving", "skip": "skipping", "done": "doing",
-               "complete": "doing", "stop": "stopping", "repropose": "proposing again"},
-    }[lang].get(f.get("decision", ""))  # fmt: skip
+        "zh": {"approve": "批准", "skip": "跳过", "done": "完成", "stop": "停止",
+               "repropose": "重新提议", "own": "接手负责"},
+        "en": {"approve": "approving", "skip": "skipping", "done": "marking done",
+               "stop": "stopping the rest of", "repropose": "proposing again",
+               "own": "taking ownership"},
+    }[lang].get(f.get("decision", ""), "")  # fmt: skip
+    what = f"{decision}{_step(f, lang)}" if lang == "zh" else f"{decision} {_step(f, lang)}"
+    if not f.get("step"):
+        what = decision
     if lang == "zh":
-        how = f"（{decision}{_step(f, lang)}即确认）" if decision and f.get("step") else ""
-        return f"确认响应{how}{_said(f, 'note', lang)}"
-    how = f" by {decision} {_step(f, lang)}" if decision and f.get("step") else ""
-    return f"acknowledged{how}{_said(f, 'note', lang)}"
+        return f"确认响应{f'（{what}即确认）' if what else ''}{_said(f, 'note', lang)}"
+    return f"acknowledged{f' by {what}' if what else ''}{_said(f, 'note', lang)}"
 
 
 def _paged(f: dict[str, Any], lang: Lang) -> str:
@@ -273,7 +276,14 @@ _EN: dict[str, Callable[[dict[str, Any]], str]] = {
     "step.failed": lambda f: _ended("failed", "")(f, "en"),
     "step.timed_out": lambda f: _ended("timed out", "")(f, "en"),
     "step.interrupted": lambda f: _ended("was interrupted", "")(f, "en"),
-    "step.skipped": lambda f: f"skipped {_step(f, 'en')}{_said(f, 'note', 'en')}",
+    "step.skipped": lambda f: (
+        f"skipped {_step(f, 'en')}{_said(f, 'note', 'en')}"
+        + (
+            f" (later steps that read it: {', '.join(f['dependents'])})"
+            if f.get("dependents")
+            else ""
+        )
+    ),
     "step.reproposed": lambda f: f"proposed {_step(f, 'en')} again{_said(f, 'note', 'en')}",
     "step.stop_requested": lambda f: (
         f"stopped the rest of {_step(f, 'en')}{_said(f, 'note', 'en')}"
@@ -308,7 +318,10 @@ _ZH: dict[str, Callable[[dict[str, Any]], str]] = {
     "step.failed": lambda f: _ended("", "失败")(f, "zh"),
     "step.timed_out": lambda f: _ended("", "超时")(f, "zh"),
     "step.interrupted": lambda f: _ended("", "被中断")(f, "zh"),
-    "step.skipped": lambda f: f"跳过{_step(f, 'zh')}{_said(f, 'note', 'zh')}",
+    "step.skipped": lambda f: (
+        f"跳过{_step(f, 'zh')}{_said(f, 'note', 'zh')}"
+        + (f"（依赖它的后续步骤：{'、'.join(f['dependents'])}）" if f.get("dependents") else "")
+    ),
     "step.reproposed": lambda f: f"重新提议{_step(f, 'zh')}{_said(f, 'note', 'zh')}",
     "step.stop_requested": lambda f: f"停止{_step(f, 'zh')}的后续执行{_said(f, 'note', 'zh')}",
     "followup.added": lambda f: (

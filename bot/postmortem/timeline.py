@@ -189,6 +189,7 @@ def facts_of(
         facts["step"] = step
         facts["titles"] = titles.get(step, titles_of(None, step))
         facts["approvers"] = [str(a) for a in data.get("approvers") or []]
+        facts["dependents"] = [str(d) for d in data.get("dependents") or []]
         run = by_run.get(int(data["run"])) if isinstance(data.get("run"), int) else None
         if run is not None:
             facts["kind"] = run.kind

@@ -255,23 +255,27 @@ def test_rows_have_seconds_and_the_chinese_draft_words_every_row_in_chinese(
                                        "targets": []}),
             ("page.failed", bot, {"target": "pagerduty", "attempts": 3}),
             ("step.reproposed", bob, {"step": "drain", "note": "debug-shell deleted"}),
+            ("step.skipped", bob, {"step": "drain", "note": "node is going to RMA",
+                                   "dependents": ["reset", "uncordon"]}),
+            ("incident.acknowledged", bob, {"decision": "approve", "step": "drain"}),
             ("incident.reopened", bob, {"reason": "XID 79 again"}),
             ("incident.owner", bob, {"owner": "bob", "before": "alice"}),
+            ("incident.acknowledged", bob, {"decision": "own"}),
         ):  # fmt: skip
             log.append(session, incident, at=at, actor=actor, type=kind, summary="English",
                        data=data)  # fmt: skip
     zh = draft_markdown(db, number, lang="zh", settings=rig.settings, clock=rig.clock)
     rows = _table(zh)
-    assert len(rows) == 19
+    assert len(rows) == 22
     for when, _who, _what in rows:
         assert re.fullmatch(r"(\d{4}-\d\d-\d\d\u00a0)?\d\d:\d\d:\d\d", when), when
     # What people wrote stays as written; names, ids and terms are not English prose.
     quoted = [NOTE, TOLD, "GPU 5 reset after a power cycle; dcgmi diag -r 3 passed",
-              "debug-shell deleted", "XID 79 again"]  # fmt: skip
+              "debug-shell deleted", "XID 79 again", "node is going to RMA"]  # fmt: skip
     names = {"Alertmanager", "GPUXIDError", "XID", "GPU", "Pod", "cordon", "uncordon",
              "checkpoint", "critical", "runbook", "bot", "alice", "bob", "slack", "U0CAROL",
              "pagerduty", "gpu", "node", "default", "debug", "shell", "classify", "history",
-             "tell_users", "drain"}  # fmt: skip
+             "tell_users", "drain", "reset"}  # fmt: skip
     history = next(line for line in zh.splitlines() if line.startswith("  - gpu-node-01 近"))
     for what in [row[2] for row in rows] + [history]:
         for text in quoted:
@@ -280,9 +284,14 @@ def test_rows_have_seconds_and_the_chinese_draft_words_every_row_in_chinese(
         assert not english, f"English words {english} in {what!r}"
     assert "呼叫 slack:U0CAROL（第 1 级，超时未确认）" in zh
     assert "重新提议步骤 drain（驱逐节点上的任务）：debug-shell deleted" in zh
+    assert "（依赖它的后续步骤：reset、uncordon）" in zh
+    assert "确认响应（批准步骤 drain（驱逐节点上的任务）即确认）" in zh
     en = draft_markdown(db, number, lang="en", settings=rig.settings, clock=rig.clock)
     assert "paged slack:U0CAROL (level 1, no acknowledgement in time)" in en
     assert "page to pagerduty not delivered after 3 attempts" in en
+    assert "acknowledged by approving step drain (Drain the node)" in en
+    assert "(later steps that read it: reset, uncordon)" in en
+    assert "| bob | acknowledged by taking ownership |" in en
 
 
 def test_secrets_and_raw_tokens_never_reach_a_draft(

@@ -10,7 +10,7 @@ never reaches a draft.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -121,8 +121,15 @@ class Draft:
         return self.minutes(self.resolved_at)
 
 
-def build(session: Session, number: int, now: datetime, secrets: Iterable[str] = ()) -> Draft:
-    """The draft's facts for incident `number` as of `now`."""
+def build(
+    session: Session,
+    number: int,
+    now: datetime,
+    secrets: Iterable[str] = (),
+    names: Callable[[str], str] = str,
+) -> Draft:
+    """The draft's facts for incident `number` as of `now`; `names` shows a person known by
+    an id (who was paged, who acknowledged) by their name."""
     hide = Redactor(secrets)
     incident = incidents.get(session, number)
     start = as_utc(incident.opened_at)
@@ -146,6 +153,7 @@ def build(session: Session, number: int, now: datetime, secrets: Iterable[str] =
     first = timeline.responded(entries)
     if first is not None and (responded_at is None or first[0] < responded_at):
         responded_at, responded_by = first
+    responded_by = names(responded_by) if responded_by else None
     draft = Draft(
         ref=incident.ref,
         number=number,
@@ -172,7 +180,7 @@ def build(session: Session, number: int, now: datetime, secrets: Iterable[str] =
     draft.gpus = _gpus(alerts)
     _impact(draft, entries, runs, hide)
     titles = _titles(session, frozen)
-    story = timeline.build(entries, runs, titles, start, hide)
+    story = timeline.build(entries, runs, titles, start, hide, names)
     draft.timeline, draft.left_out, draft.skipped = story.moments, story.left_out, story.skipped
     draft.failures = story.failures
     draft.followups = _followups(session, number, hide)
@@ -277,12 +285,24 @@ def _gpus(alerts: list[Alert]) -> list[str]:
 
 
 def _impact(draft: Draft, entries: Sequence[Row[Any]], runs: list[StepRun], hide: Redactor) -> None:
-    """Pods the drains evicted (with their namespaces) and what people noted by hand."""
+    """Pods the drains evicted (with their namespaces) and what people noted by hand. A
+    drain's plan (`drain.started`) counts only once it went ahead: not when it was refused
+    before any eviction, and not for the pods still on the node when it gave up."""
+    planned: dict[tuple[Any, Any], list[str]] = {}
     for entry in entries:
+        key = (entry.data.get("run"), entry.data.get("node"))
         if entry.type == "drain.started" and not entry.data.get("dry_run"):
-            for pod in entry.data.get("evict") or []:
-                if pod not in draft.evicted:
-                    draft.evicted.append(hide(str(pod)))
+            planned[key] = [str(pod) for pod in entry.data.get("evict") or []]
+        elif entry.type == "drain.refused":
+            planned.pop(key, None)
+        elif entry.type == "drain.finished" and key in planned:
+            left = {str(note.get("pod")) for note in entry.data.get("remaining") or []
+                    if isinstance(note, dict)}  # fmt: skip
+            planned[key] = [pod for pod in planned[key] if pod not in left]
+    for pods in planned.values():
+        for pod in pods:
+            if hide(pod) not in draft.evicted:
+                draft.evicted.append(hide(pod))
     draft.namespaces = sorted({pod.split("/", 1)[0] for pod in draft.evicted if "/" in pod})
     for run in runs:
         if run.kind == "manual" and run.state == "succeeded" and run.summary:

@@ -239,13 +239,23 @@ def _acknowledged(f: dict[str, Any], lang: Lang) -> str:
 
 
 def _paged(f: dict[str, Any], lang: Lang) -> str:
-    who = f.get("paged") or []
+    """A page: the first level, a level up (still not acknowledged), or the reminder of an
+    acknowledged incident that is not resolved in time (the ladder's `ack` timer)."""
+    who, unreachable = f.get("paged") or [], f.get("unreachable") or []
+    level = int(f.get("level") or 1)
     if lang == "zh":
-        named = "、".join(who) or "无人"
-        why = "，超时未确认" if f.get("ack_timeout") else ""
-        return f"呼叫 {named}（第 {f.get('level')} 级{why}）"
-    why = ", no acknowledgement in time" if f.get("ack_timeout") else ""
-    return f"paged {', '.join(who) or 'nobody'} (level {f.get('level')}{why})"
+        if f.get("ack_timeout"):
+            why = "已确认但仍未解决"
+        else:
+            why = f"第 {level} 级" + ("，仍未确认" if level > 1 or f.get("again") else "")
+        text = f"呼叫 {'、'.join(who) or '无人'}（{why}）"
+        return text + (f"；无法联系：{'、'.join(unreachable)}" if unreachable else "")
+    if f.get("ack_timeout"):
+        why = "acknowledged but still not resolved"
+    else:
+        why = f"level {level}" + (", not acknowledged" if level > 1 or f.get("again") else "")
+    text = f"paged {', '.join(who) or 'nobody'} ({why})"
+    return text + (f"; not reachable: {', '.join(unreachable)}" if unreachable else "")
 
 
 _EN: dict[str, Callable[[dict[str, Any]], str]] = {

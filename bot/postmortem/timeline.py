@@ -121,6 +121,7 @@ def build(
     titles: dict[str, dict[str, str]],
     start: datetime,
     hide: Callable[[str], str],
+    names: Callable[[str], str] = str,
 ) -> Story:
     """The moments that tell the story, and what was folded away."""
     by_run = {run.id: run for run in runs}
@@ -145,7 +146,7 @@ def build(
             if step not in skipped:
                 skipped.append(step)
             continue
-        facts = facts_of(entry, by_run, titles, hide)
+        facts = facts_of(entry, by_run, titles, hide, names)
         moments.append(
             Moment(as_utc(entry.at), _who(entry), entry.type, hide(entry.summary), facts)
         )
@@ -173,8 +174,10 @@ def facts_of(
     by_run: dict[int, StepRun],
     titles: dict[str, dict[str, str]],
     hide: Callable[[str], str],
+    names: Callable[[str], str] = str,
 ) -> dict[str, Any]:
-    """The facts of one entry the phrases need; free text is redacted here."""
+    """The facts of one entry the phrases need; free text is redacted here, people known
+    by an id are shown by `names`."""
     data: dict[str, Any] = dict(entry.data or {})
     facts: dict[str, Any] = {"human": entry.actor_kind == "human"}
     for key in ("note", "disposition", "reason", "owner", "title", "target"):
@@ -212,10 +215,16 @@ def facts_of(
     elif entry.type == "incident.resolved":
         facts["by_alerts"] = data.get("by") != "human" and entry.actor_kind != "human"
     elif entry.type == "escalation.paged":
-        who = [*(data.get("chat") or []), *(data.get("targets") or [])]
-        facts["paged"] = [hide(str(w)) for w in who]
+        who = [names(str(w)) for w in data.get("chat") or []]
+        who += [str(w) for w in data.get("targets") or []]
+        facts["paged"] = [hide(w) for w in dict.fromkeys(who)]  # one name once
         facts["level"] = int(data.get("level") or 0) + 1
+        facts["again"] = int(data.get("round") or 0) > 0
         facts["ack_timeout"] = data.get("kind") == "ack"
+        # "alice (on call: no chat address; ...)": the name; the why is the ladder's English
+        facts["unreachable"] = [
+            hide(str(w).split(" (", 1)[0]) for w in data.get("unreachable") or []
+        ]
     elif entry.type == "escalation.silenced":
         facts["until"] = str(data.get("until") or "")
     elif entry.type == "page.failed":

@@ -20,6 +20,10 @@ import pytest
 from jinja2.exceptions import SecurityError
 from pydantic import SecretStr
 
+from bot import escalation
+from bot.alerts import ingest
+from bot.alerts.payload import WebhookPayload
+from bot.chat.outbox import OutboxChat
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.errors import ConfigInvalid
@@ -33,13 +37,17 @@ from bot.postmortem.service import draft_markdown
 from bot.runbooks import service as runbooks
 from bot.sim import SimHandle, running, seed
 from bot.worker import Worker
+from tests.escalation.rig import SLACK
 from tests.runbooks.rig import Rig
 from tests.sim.waiting import TIME_SCALE
 from tests.support import working
 from tests.support.ci import in_ci
+from tests.support.payloads import alert, notification
 
 GOLDEN = Path(__file__).with_name("golden")
 START = datetime(2026, 7, 20, 23, 41, 7, tzinfo=UTC)
+STARTS_AT = "2026-07-20T23:40:52.118Z"
+"""When the alert began (DCGM saw the XID 15 s before Alertmanager sent it)."""
 XID = """\
     id: gpu-xid
     title: {en: Single GPU fault, zh: 单卡故障}
@@ -95,6 +103,10 @@ XID = """\
         action: k8s.uncordon
         with: {node: "{{ facts.node }}"}
 """
+PEOPLE = {
+    "alice": {"name": "Alice Chen", "roles": ["responder"], "slack": "U0ALICE"},
+    "bob": {"name": "Bob Li", "roles": ["responder"], "slack": "U0BOB"},
+}
 NOTE = "team-a job llama-70b restarts from the 23:00 checkpoint, ~35 min lost"
 TOLD = "team-a is already on the incident channel"
 SKIPPED = ["notify_owner", "record_trend", "reset"]
@@ -117,10 +129,15 @@ def scripted(
     follow-up with an owner and a deadline. Without `acknowledged` nobody acknowledges
     before approving the cordon."""
     clock = FrozenClock(START)
-    rig = Rig(db, clock, tmp_path, roles={"alice": ["responder"], "bob": ["responder"]})
+    rig = Rig(db, clock, tmp_path, roles={}, people=PEOPLE, **SLACK,
+              escalation={"oncall": {"people": ["slack:U0ALICE"]}})  # fmt: skip
     rig.write(XID)
-    worker = Worker(db, rig.settings, clock, kube_factory=sim.api_client, owner="w1")
-    number = rig.fire(host="gpu-node-01", gpu=5, xid="79")
+    worker = Worker(db, rig.settings, clock, kube_factory=sim.api_client, owner="w1",
+                    chat=OutboxChat("C0INCIDENTS"))  # fmt: skip
+    body = notification([alert(host="gpu-node-01", gpu=5, xid="79", starts_at=STARTS_AT)])
+    number = ingest.ingest(db, WebhookPayload.model_validate(body), clock=clock,
+                           reopen_window=rig.settings.reopen_window, catalog=rig.catalog(),
+                           escalation=escalation.frozen_policy(rig.settings)).incident  # fmt: skip
 
     def at(seconds: int) -> None:
         clock.set(START + timedelta(seconds=seconds))
@@ -132,7 +149,7 @@ def scripted(
     at(405)
     if acknowledged:
         with db.transaction() as session:
-            acknowledge(session, number, actor=log.Actor.human("alice"), at=clock.now())
+            acknowledge(session, number, actor=log.Actor.deciding(rig.who("alice")), at=clock.now())
     at(503)
     rig.approve(number, "cordon", "alice")
     at(503)
@@ -149,7 +166,8 @@ def scripted(
     rig.approve(number, "uncordon", "alice")
     at(4000)
     fixed = "GPU 5 reset after a power cycle; dcgmi diag -r 3 passed"
-    runbooks.resolve(db, number, actor=log.Actor.human("alice"), clock=clock, disposition=fixed)
+    runbooks.resolve(db, number, actor=log.Actor.deciding(rig.who("alice")), clock=clock,
+                     disposition=fixed)  # fmt: skip
     with db.transaction() as session:
         session.add(
             Followup(
@@ -211,12 +229,12 @@ def test_the_drafts_facts_of_the_scripted_incident(
         "Reset the GPU"]  # fmt: skip
     skips = [m for m in built.timeline if m.kind == "step.skipped"]
     assert [(m.actor, m.facts["step"], m.facts["note"]) for m in skips] == [
-        ("alice", "tell_users", TOLD)
+        ("Alice Chen", "tell_users", TOLD)
     ]
     assert not any(m.facts.get("step") in SKIPPED for m in built.timeline)
     # The bot approving a read is no decision: only people's approvals are rows.
     approvals = [(m.actor, m.facts["step"]) for m in built.timeline if m.kind == "step.approved"]
-    assert approvals == [("alice", "cordon"), ("bob", "drain"), ("alice", "uncordon")]
+    assert approvals == [("Alice Chen", "cordon"), ("Bob Li", "drain"), ("Alice Chen", "uncordon")]
     # The date is written on the first row of the next day only.
     assert [m.at.strftime("%H:%M:%S") for m in built.timeline if m.new_day] == ["00:36:41"]
     assert [m.facts["step"] for m in built.failures] == ["drain"]
@@ -231,10 +249,10 @@ def test_without_an_acknowledgement_the_first_decision_is_the_response(
     # Approving the cordon 8 min 23 s after the alert answered it (and, where deciding
     # acknowledges, acknowledged it at that moment: the same answer).
     assert built.responded_at == START + timedelta(seconds=503)
-    assert (built.responded_by, built.tta) == ("alice", 8)
+    assert (built.responded_by, built.tta) == ("Alice Chen", 8)
     text = render(built, "en", None)
     assert "-> 23:49:30 response ->" in text
-    assert "time to acknowledge 8 min (alice)" in text
+    assert "time to acknowledge 8 min (Alice Chen)" in text
 
 
 def _table(text: str) -> list[list[str]]:
@@ -266,28 +284,28 @@ def test_rows_have_seconds_and_the_chinese_draft_words_every_row_in_chinese(
                        data=data)  # fmt: skip
     zh = draft_markdown(db, number, lang="zh", settings=rig.settings, clock=rig.clock)
     rows = _table(zh)
-    assert len(rows) == 22
+    assert len(rows) == 24  # the walk's 16, the 8 written above
     for when, _who, _what in rows:
         assert re.fullmatch(r"(\d{4}-\d\d-\d\d\u00a0)?\d\d:\d\d:\d\d", when), when
     # What people wrote stays as written; names, ids and terms are not English prose.
     quoted = [NOTE, TOLD, "GPU 5 reset after a power cycle; dcgmi diag -r 3 passed",
               "debug-shell deleted", "XID 79 again", "node is going to RMA"]  # fmt: skip
     names = {"Alertmanager", "GPUXIDError", "XID", "GPU", "Pod", "cordon", "uncordon",
-             "checkpoint", "critical", "runbook", "bot", "alice", "bob", "slack", "U0CAROL",
-             "pagerduty", "gpu", "node", "default", "debug", "shell", "classify", "history",
-             "tell_users", "drain", "reset"}  # fmt: skip
+             "checkpoint", "critical", "runbook", "bot", "Alice", "Chen", "Bob", "Li", "bob",
+             "slack", "U0CAROL", "pagerduty", "gpu", "node", "default", "debug", "shell",
+             "classify", "history", "tell_users", "drain", "reset"}  # fmt: skip
     history = next(line for line in zh.splitlines() if line.startswith("  - gpu-node-01 近"))
     for what in [row[2] for row in rows] + [history]:
         for text in quoted:
             what = what.replace(text, "")
         english = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", what)) - names
         assert not english, f"English words {english} in {what!r}"
-    assert "呼叫 slack:U0CAROL（第 1 级，超时未确认）" in zh
+    assert "呼叫 slack:U0CAROL（已确认但仍未解决）" in zh
     assert "重新提议步骤 drain（驱逐节点上的任务）：debug-shell deleted" in zh
     assert "（依赖它的后续步骤：reset、uncordon）" in zh
     assert "确认响应（批准步骤 drain（驱逐节点上的任务）即确认）" in zh
     en = draft_markdown(db, number, lang="en", settings=rig.settings, clock=rig.clock)
-    assert "paged slack:U0CAROL (level 1, no acknowledgement in time)" in en
+    assert "paged slack:U0CAROL (acknowledged but still not resolved)" in en
     assert "page to pagerduty not delivered after 3 attempts" in en
     assert "acknowledged by approving step drain (Drain the node)" in en
     assert "(later steps that read it: reset, uncordon)" in en

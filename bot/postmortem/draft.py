@@ -151,7 +151,7 @@ def build(
     acknowledged_at = _utc(incident.acknowledged_at)
     responded_at, responded_by = acknowledged_at, incident.acknowledged_by
     first = timeline.responded(entries)
-    if first is not None and (responded_at is None or first[0] < responded_at):
+    if first is not None and (responded_at is None or first[0] <= responded_at):
         responded_at, responded_by = first
     responded_by = names(responded_by) if responded_by else None
     draft = Draft(

@@ -152,12 +152,11 @@ def approve(
     try:
         with db.transaction() as session:
             now = clock.now()
-            run = approvals.approve(
-                session, number, step_id, who, now, settings, params_hash, count, override
-            )
             if acknowledge:
                 _acknowledge(session, number, who, now, "approve", step_id)
-            return run
+            return approvals.approve(
+                session, number, step_id, who, now, settings, params_hash, count, override
+            )
     except ApprovalExpired:
         with db.transaction() as session:
             approvals.expire(session, number, step_id, clock.now(), settings)
@@ -266,15 +265,23 @@ def _decide(
     `acknowledge`, an open incident is acknowledged by it in the same one."""
     with db.transaction() as session:
         now = clock.now()
-        run = decision(session, number, step_id, who, now, settings, extra)
         if acknowledge and name is not None:
             _acknowledge(session, number, who, now, name, step_id)
-        return run
+        return decision(session, number, step_id, who, now, settings, extra)
 
 
 def _acknowledge(
     session: Session, number: int, who: Decider, now: datetime, decision: str, step: str
 ) -> None:
+    """Acknowledge an open incident by `who`'s decision, before the decision is made in
+    the same transaction: a refusal raises and rolls both back, and the log reads "Alice
+    acknowledged INC-7 by approving step cordon", then the approval. The incident's runs
+    are locked first (the engine's lock order: runs, then the incident, then its timers).
+    A person without a role acknowledges nothing (the decision refuses them)."""
+    if not who.roles:
+        return
+    locked = select(StepRun.id).where(StepRun.incident_number == number).with_for_update()
+    session.execute(locked).all()
     escalation.acknowledge_by_deciding(
         session, number, actor=log.Actor.deciding(who), at=now, decision=decision, step=step
     )

@@ -207,14 +207,12 @@ class Decisions:
         ownership acknowledges an open incident unless `acknowledge` is False."""
         actor, owner = log.Actor.deciding(who), owner or who.id
 
-        def own(session: Session, now: datetime) -> None:
-            if acknowledge and who.roles:
-                escalation.acknowledge_by_deciding(
-                    session, number, actor=actor, at=now, decision="own"
-                )
-            incidents.assign_owner(session, number, owner, actor=actor, at=now)
-
-        self.in_tx(own)
+        self.in_tx(
+            lambda s, now: escalation.own(
+                s, number, owner, actor=actor, at=now, acknowledge=acknowledge,
+                decides=bool(who.roles),
+            )
+        )  # fmt: skip
         self.wake()
         return owner
 

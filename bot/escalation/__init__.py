@@ -18,7 +18,13 @@ from bot.escalation.health import Health
 from bot.escalation.pagerduty import PagerDutyTarget
 from bot.escalation.paging import Delivery, Event, Page, Retry, Severity, Target, deliver
 from bot.escalation.second_level import SecondLine, page_now, second_line
-from bot.escalation.service import acknowledge, acknowledge_by_deciding, frozen_policy, silence
+from bot.escalation.service import (
+    acknowledge,
+    acknowledge_by_deciding,
+    frozen_policy,
+    own,
+    silence,
+)
 from bot.escalation.targets import targets_from
 from bot.escalation.webhook import WebhookTarget
 from bot.escalation.wecom import WeComTarget
@@ -44,6 +50,7 @@ __all__ = [
     "acknowledge_by_deciding",
     "deliver",
     "frozen_policy",
+    "own",
     "page_now",
     "second_line",
     "silence",

@@ -83,6 +83,24 @@ def acknowledge_by_deciding(
     return True
 
 
+def own(
+    session: Session,
+    number: int,
+    owner: str,
+    *,
+    actor: log.Actor,
+    at: datetime,
+    acknowledge: bool = True,
+    decides: bool = True,
+) -> Incident:
+    """Make `owner` the incident's owner (taking ownership: `owner` is the actor); with
+    `acknowledge`, a person who `decides` (holds a role) acknowledges an open incident by
+    it first, in the same transaction."""
+    if acknowledge and decides:
+        acknowledge_by_deciding(session, number, actor=actor, at=at, decision="own")
+    return incidents.assign_owner(session, number, owner, actor=actor, at=at)
+
+
 def silence(
     session: Session, number: int, length: timedelta, *, actor: log.Actor, at: datetime
 ) -> Incident:

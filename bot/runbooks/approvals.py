@@ -187,6 +187,9 @@ def approve(
     names = " and ".join(a.approver for a in given)
     if len(given) < run.approvals_required:
         missing = run.approvals_required - len(given)
+        more = "one more person" if missing == 1 else f"{missing} more different people"
+        until = f" before {run.expires_at:%H:%M:%S} UTC" if run.expires_at else ""
+        run.summary = f"{shown(run)}: approved by {names}; needs {more}{until}"[:2000]
         log.append(
             session,
             incident,
@@ -201,6 +204,7 @@ def approve(
         return run
     run.decided_at = now
     run.actor = person
+    run.summary = f"{shown(run)}: approved by {names}"[:2000]
     named = {a.count for a in given}
     if foreach.is_for_each(run.params) and named == {len(foreach.nodes_of(run.params))}:
         run.approved_count = count  # every approver named it: the actions get an Allowance
@@ -223,6 +227,21 @@ def approve(
         },
     )
     return run
+
+
+def shown(run: StepRun) -> str:
+    """What a run does, as its summary starts: `(node=gpu-node-02, reason=XID)`, or
+    `k8s.drain on 32 nodes of row/a (...)` for a step over many nodes."""
+    brief = engine.brief(run.params, run.action)
+    return f"{run.action} {brief}" if foreach.is_for_each(run.params) else brief
+
+
+def approved_by(session: Session, run: StepRun) -> str:
+    """`approved by alice and bob`, or `approved automatically` (no approval needed)."""
+    given = approvals_of(session, run)
+    if not given:
+        return "approved automatically"
+    return f"approved by {' and '.join(a.approver for a in given)}"
 
 
 def _check_override(

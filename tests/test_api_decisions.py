@@ -122,7 +122,7 @@ def test_taking_ownership_and_paging_the_second_line(
     number = fire(rig, "gpu-node-01")
     # Carol (second line) uses the console, so a page reaches her there.
     carol = {"password_hash": hash_password("pw"), "roles": ["second_line"], "name": "Carol"}
-    client = serve(roles=ROLES, console={"users": {"carol": carol}})
+    client = serve(roles={**ROLES, "mallory": []}, console={"users": {"carol": carol}})
     alice = people.bearer(rig.db, rig.settings, "alice")
     mallory = people.bearer(
         rig.db, rig.settings.model_copy(update={"roles": {**ROLES, "mallory": []}}), "mallory"
@@ -155,7 +155,10 @@ def test_taking_ownership_and_paging_the_second_line(
     assert "alice asks for the second line now: drain needs two" in stored[0].payload["text"]
 
     refused = client.post(f"/api/incidents/{number}/page-second", headers=mallory)
-    assert refused.status_code in (401, 409)
+    assert refused.status_code == 409
+    assert refused.json()["error"].startswith("mallory has no role and may not page the second")
+    taken = client.post(f"/api/incidents/{number}/own", headers=mallory)
+    assert taken.status_code == 409 and "may not take ownership of incidents" in taken.text
 
     over = fire(rig, "gpu-node-09")
     runbooks.resolve(

@@ -51,7 +51,7 @@ def test_the_list_filters_by_status_and_severity(rig: ConsoleRig, browsers: Brow
     assert 'id="filters"' in page.text and 'table id="incidents"' in page.text
     assert 'option value="active" selected' in page.text
     in_table = page.text.split('id="incidents"', 1)[1]
-    assert rows(in_table) == [str(warning), str(critical)]  # active, newest first
+    assert rows(in_table) == [str(critical), str(warning)]  # active, critical first
     assert rows(client.get("/?status=all").text.split('id="incidents"', 1)[1]) == [
         str(done), str(warning), str(critical)
     ]  # fmt: skip

@@ -8,6 +8,7 @@ transaction, so a page exists if and only if what decided it commits.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -64,9 +65,20 @@ class BothChats:
         self.console.post(session, text, now)
 
 
-def paged(session: Session, person: str) -> list[tuple[Incident, str]]:
+@dataclass(frozen=True)
+class Paged:
+    """An incident a console user was paged to: the banner's one line."""
+
+    incident: Incident
+    text: str
+    """The latest page's text (its title, severity and why: shown on demand, not twice)."""
+    at: datetime
+    """When that page was stored."""
+
+
+def paged(session: Session, person: str) -> list[Paged]:
     """Active, unacknowledged incidents `person` was paged to, newest first, each with
-    the text of the latest page."""
+    its latest page."""
     stmt = (
         select(OutboxMessage, Incident)
         .join(Incident, Incident.number == OutboxMessage.incident_number)
@@ -78,11 +90,12 @@ def paged(session: Session, person: str) -> list[tuple[Incident, str]]:
         )
         .order_by(OutboxMessage.id.desc())
     )
-    found: dict[int, tuple[Incident, str]] = {}
+    found: dict[int, Paged] = {}
     for row, incident in session.execute(stmt):
         if row.payload.get("who") == person and incident.number not in found:
-            found[incident.number] = (incident, str(row.payload.get("text", "")))
-    return sorted(found.values(), key=lambda pair: -pair[0].number)
+            text = str(row.payload.get("text", ""))
+            found[incident.number] = Paged(incident, text, row.created_at)
+    return sorted(found.values(), key=lambda one: -one.incident.number)
 
 
 def messages(session: Session, person: str, limit: int = 10) -> list[tuple[datetime, str]]:

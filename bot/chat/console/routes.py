@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Route
 
 from bot import inputs
 from bot.chat import cards
-from bot.chat.console import pages, render
+from bot.chat.console import pages, render, waiting
 from bot.chat.console.auth import Auth, LoginThrottled
 from bot.chat.console.proxy import ProxyPersonUnknown, TrustedProxy
 from bot.chat.console.sessions import COOKIE, FLASH, LOGIN, Login, Signer
@@ -302,7 +302,7 @@ class Console:
 
         def read() -> pages.ListPage:
             with self.db.session() as session:
-                return pages.incident_list(session, filters, user.id)
+                return pages.incident_list(session, filters, user)
 
         found = await run_in_threadpool(read)
         return self._html(
@@ -313,6 +313,8 @@ class Console:
             statuses=pages.STATUSES,
             severities=pages.SEVERITIES,
             incidents=found.incidents,
+            waiting=found.waiting,
+            nothing=waiting.NOTHING,
             paged=found.paged,
             messages=found.messages,
             now=self.clock.now(),

@@ -109,10 +109,12 @@ def log_lines(session: Session, number: int, first: int, last: int) -> list[LogL
 
 def _steps(session: Session, number: int) -> tuple[str, tuple[StepView, ...]]:
     runbook, rows = runbooks.rows_in(session, number)
-    return runbook, tuple(_step(row) for row in rows)
+    titles = {row.step: row.title for row in rows}
+    return runbook, tuple(_step(row, titles) for row in rows)
 
 
-def _step(row: StepRow) -> StepView:
+def _step(row: StepRow, titles: dict[str, str]) -> StepView:
+    dependents = tuple(getattr(row, "dependents", ()))  # engine's StepRow.dependents
     return StepView(
         step=row.step,
         title=row.title,
@@ -130,6 +132,8 @@ def _step(row: StepRow) -> StepView:
         summary=row.summary,
         targets=targets_of(row.params),
         each=_each(row),
+        dependents=dependents,
+        dependent_titles=tuple(titles.get(step, step) for step in dependents),
     )
 
 
@@ -146,6 +150,7 @@ def _each(row: StepRow) -> EachView | None:
         left=progress["left"],
         failed_nodes=tuple(progress["failed_nodes"]),
         nodes=tuple(progress["nodes"]),
+        states=tuple(str(node.get("state", "left")) for node in progress["nodes"].values()),
         count=progress["total"] if foreach.needs_count(row.params, row.action) else None,
         stopped_by=progress["stopped_by"],
     )

@@ -673,7 +673,7 @@ def _step_flash(run: StepRun, done: str) -> str:
         "succeeded": "it is done",
         "failed": "it failed",
     }.get(run.state, f"it is {state}")
-    if state == done or (done == "marked done" and run.state == "succeeded"):
+    if run.state != "approved" and (state == done or run.state == "succeeded"):
         return f"{ref}: {done}"
     return f"{ref}: {done}; {then}"
 

@@ -170,6 +170,10 @@ class StepRow(Answer):
     run_id: int | None
     progress: StepProgress | None = None
     """A step over many nodes (`for_each`): its set and its nodes counted."""
+    dependents: list[str] = Field(
+        default_factory=list,
+        description="later steps that read this one: skipping it skips them too",
+    )
 
 
 class Steps(Answer):

@@ -9,7 +9,7 @@ incident and cancels its steps that have not started, together.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,7 +25,7 @@ from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
 from bot.people import Decider
-from bot.runbooks import approvals, engine, foreach
+from bot.runbooks import approvals, dependents, engine, foreach
 from bot.runbooks.models import StepRun
 
 
@@ -53,6 +53,8 @@ class StepRow:
     """The newest attempt's id: what chat buttons carry."""
     progress: dict[str, Any] | None = None
     """A step over many nodes (`foreach`): its set and its nodes counted (`progress_of`)."""
+    dependents: tuple[str, ...] = ()
+    """Later steps that read this one (`bot.runbooks.dependents`): skipping it skips them."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -72,7 +74,8 @@ def rows_in(session: Session, number: int) -> tuple[str, list[StepRow]]:
     rows = []
     for step in runbook.steps:
         run = latest.get(step.id)
-        rows.append(_row(session, step.id, engine.text(step.title), step.action, run))
+        row = _row(session, step.id, engine.text(step.title), step.action, run)
+        rows.append(replace(row, dependents=dependents.dependents(runbook, step.id)))
     return f"{frozen.runbook_id} v{frozen.runbook_version}", rows
 
 

@@ -350,26 +350,26 @@ def _state_of(step: StepView, now: datetime, who: wording.Who) -> str:
 
 
 def _propose_again(view: CardView) -> list[Block]:
-    """A Propose again button for each step a person may propose again (newest first, a
-    few): skipped by a person, failed, timed out, expired or cancelled. Steps the bot
-    skipped because their condition was false are decided again in their turn."""
+    """Propose again, for the steps a person may propose again (the newest few): skipped
+    by a person, failed, timed out, expired or cancelled. Steps the bot skipped because
+    their condition was false are decided again in their turn, so they get none."""
     found = [
         step
-        for step in view.steps
+        for step in reversed(view.steps)
         if step.reproposable and step.run_id is not None and "`when:" not in step.summary
-    ]
-    blocks = []
-    for step in list(reversed(found))[:PROPOSE_AGAIN]:
-        assert step.run_id is not None
-        label = f"Propose again: {one_line(step.title) or step.step}"
-        blocks.append(
-            {
-                "type": "actions",
-                "block_id": f"repropose:{step.run_id}",
-                "elements": [button(label, "step.repropose", step.run_id)],
-            }
+    ][:PROPOSE_AGAIN]
+    elements = [
+        button(
+            f"Propose again: {one_line(step.title) or step.step}",
+            "step.repropose" if index == 0 else f"step.repropose.{index + 1}",
+            step.run_id,
         )
-    return blocks
+        for index, step in enumerate(found)
+        if step.run_id is not None
+    ]
+    if not elements:
+        return []
+    return [{"type": "actions", "block_id": f"repropose:{view.number}", "elements": elements}]
 
 
 def _incident_actions(view: CardView) -> Block:

@@ -467,7 +467,8 @@ def test_running_domain_step_shows_counts_and_a_grid_never_a_line_per_node() -> 
             count=32,
             states=states,
         ),
-        summary="k8s.drain on 32 nodes of row/a: needs one person naming the count (32) before 03:20 UTC",
+        summary="k8s.drain on 32 nodes of row/a: needs one person naming the count (32) "
+        "before 03:20 UTC",
     )
     view = xid_card(steps=(drain,), domain="row/a", nodes=nodes, title="Hot row a")
     _, message = blocks.card(view)

@@ -192,7 +192,7 @@ class SlackApp:
         whom = f" ({', '.join(second.names)})" if second is not None and second.names else ""
         self._ephemeral(
             body,
-            f"You approved {step.title} already; it needs {missing} more person"
+            f"You already approved {step.title}; it needs {missing} more person"
             f"{'s' if missing != 1 else ''} with a role. Press Page the second line now on "
             f"the card to reach the second line{whom}, or ask another responder to approve.",
         )

@@ -48,7 +48,7 @@ from bot.chat.slack.mrkdwn import (
     section,
     slack_ids,
 )
-from bot.chat.views import CardView, StepView
+from bot.chat.views import CardView, EachView, StepView
 from bot.chat.wording import elapsed, escalation_line, utc
 
 SEVERITY = {"critical": "🔴", "warning": "🟠", "info": "🔵"}
@@ -330,7 +330,9 @@ def _rest(view: CardView, mentions: Mentions) -> Block:
     ended = []
     for step in view.history:
         text = f"{STATE.get(step.state, '❔')} {safe(step.title, 80) or escape(step.step)}"
-        if step.state not in ("succeeded",):
+        if step.each is not None and step.state != "not_reached":
+            text += f" ({_counted(step.each, mentions)})"
+        elif step.state != "succeeded":
             words = _say(partial(_state_of, step, view.now), mentions)
             text += f" ({clip(words, HISTORY_STEP, markup=True)})"
         ended.append(text)
@@ -343,6 +345,18 @@ def _rest(view: CardView, mentions: Mentions) -> Block:
         elements.append(mrkdwn(f"⏭ {safe(folded, 600)}", CONTEXT_TEXT))
     elements.append(mrkdwn("🧵 the full log is in the thread", CONTEXT_TEXT))
     return {"type": "context", "elements": elements}
+
+
+def _counted(each: EachView, mentions: Mentions) -> str:
+    """`done 3 · running 0 · failed 1 · left 0 (failed: a-07)` · stopped by @alice."""
+    text = escape(each.counted)
+    if each.failed_nodes:
+        named = ", ".join(each.failed_nodes[:FAILED_NAMED])
+        more = len(each.failed_nodes) - FAILED_NAMED
+        text += f" (failed: {safe(named, 300)}{f' +{more}' if more > 0 else ''})"
+    if each.stopped_by:
+        text += f" · stopped by {person(each.stopped_by, mentions)}"
+    return text
 
 
 def _state_of(step: StepView, now: datetime, who: wording.Who) -> str:

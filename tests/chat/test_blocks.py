@@ -377,7 +377,7 @@ def test_manual_step_is_done_or_skipped_and_shows_what_to_do() -> None:
     assert decision["text"]["text"] == (
         "⏳ *Waiting for a decision: Call the vendor*\n"
         "waiting for someone to do it and mark it done\n"
-        "> Open a case with the vendor &lt;!here&gt;"
+        "📋 Open a case with the vendor &lt;!here&gt;"
     )
     by_block = {b["block_id"]: b["elements"] for b in message if b["type"] == "actions"}
     assert [(b["action_id"], b["text"]["text"]) for b in by_block["step:9"]] == [

@@ -182,7 +182,7 @@ def _decision(view: CardView, step: StepView, run_id: int, mentions: Mentions) -
     else:
         lines.append(_say(lambda who: wording.step_state(step, view.now, who), mentions))
     if step.kind == "manual" and step.summary.strip():
-        lines.append(f"> {clip(safe(step.summary, 1200), 1200, markup=True)}")
+        lines.append(f"📋 {clip(safe(step.summary, 1200), 1200, markup=True)}")
     if step.dependents:
         lines.append(f"Skipping it also skips: {_dependents(step)}")
     text = clip("\n".join(lines), SECTION_TEXT, markup=True)

@@ -203,6 +203,21 @@ class Decided(StepAnswer):
     summary: str
 
 
+class SecondLinePaged(Answer):
+    """Who the second level of the incident's escalation reaches, paged now."""
+
+    incident: str = REF
+    names: list[str] = Field(description="who it reaches, as people are shown")
+    level: int = Field(description="the escalation level paged, 1-based (2)")
+    paged_at: str = Field(description="when (ISO 8601, UTC)")
+
+
+class Owned(Answer):
+    incident: str = REF
+    owner: str
+    status: str = Field(description="the incident's status now (acknowledged, unless told not)")
+
+
 class Alive(Answer):
     status: Literal["ok"]
 

@@ -18,7 +18,13 @@ from bot.escalation.health import Health
 from bot.escalation.pagerduty import PagerDutyTarget
 from bot.escalation.paging import Delivery, Event, Page, Retry, Severity, Target, deliver
 from bot.escalation.second_level import SecondLine, page_now, second_line
-from bot.escalation.service import acknowledge, frozen_policy, silence
+from bot.escalation.service import (
+    acknowledge,
+    acknowledge_by_deciding,
+    frozen_policy,
+    own,
+    silence,
+)
 from bot.escalation.targets import targets_from
 from bot.escalation.webhook import WebhookTarget
 from bot.escalation.wecom import WeComTarget
@@ -41,8 +47,10 @@ __all__ = [
     "WeComTarget",
     "WebhookTarget",
     "acknowledge",
+    "acknowledge_by_deciding",
     "deliver",
     "frozen_policy",
+    "own",
     "page_now",
     "second_line",
     "silence",

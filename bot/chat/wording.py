@@ -121,15 +121,16 @@ def clock(at: datetime, now: datetime, *, seconds: bool = False) -> str:
 # --- what the card leads with -------------------------------------------------------------
 
 
-def status_line(view: CardView, who: Who = _self) -> str:
+def status_line(view: CardView, who: Who = _self, *, title: bool = True) -> str:
     """What happened, to which node or domain, since when, who owns it:
     `GPU 5 XID 79 on gpu-node-02 · since 03:00:12 UTC (42m) · owner alice`; a domain
     incident names its domain and counts its nodes (`row/a · 32 nodes`). A node the
-    title already names is not named again."""
-    title = " ".join(view.title.split()) or "(no title)"
-    parts = [title]
+    title already names is not named again; `title=False` leaves the title out (a surface
+    whose header shows it)."""
+    what = " ".join(view.title.split()) or "(no title)"
+    parts = [what] if title else []
     where = _where(view)
-    if where and where not in title:
+    if where and where not in what:
         parts.append(where)
     since = f"since {clock(view.opened_at, view.now, seconds=True)}"
     if view.active:
@@ -163,11 +164,11 @@ def step_state(step: StepView, now: datetime | None = None, who: Who = _self) ->
         return "being prepared"
     if state == "approved":
         by = _people(step.approvers, who)
-        return f"approved by {by}, starting" if by else "approved, starting"
+        text = f"approved by {by}, starting" if by else "starting"
+        return _with(text, _fresh(step.summary, "approved", state))
     if state == "running":
-        if step.each is not None:
-            return f"running: {step.each.counted}"
-        return "running"
+        text = f"running: {step.each.counted}" if step.each is not None else "running"
+        return _with(text, _fresh(step.summary, "running", state))
     if state == "not_reached":
         return "not reached yet"
     word = {
@@ -205,6 +206,20 @@ def _awaiting(step: StepView, now: datetime | None, who: Who) -> str:
         else:
             text += " (expired)"
     return text
+
+
+STALE = re.compile(r"\bneeds .{1,80} before \d{1,2}:\d{2}(:\d{2})? UTC|\bruns automatically\b")
+"""What a proposal said and a step under way no longer is (`needs one person before
+19:26 UTC`): never shown once it runs."""
+
+
+def _fresh(summary: str, word: str, state: str) -> str:
+    detail = _detail(summary, word, state)
+    return "" if STALE.search(detail) else detail
+
+
+def _with(text: str, detail: str) -> str:
+    return f"{text} — {detail}" if detail else text
 
 
 def _count(n: int) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from bot.chat import Chat
@@ -77,8 +77,9 @@ class Paged:
 
 
 def paged(session: Session, person: str) -> list[Paged]:
-    """Active, unacknowledged incidents `person` was paged to, newest first, each with
-    its latest page."""
+    """Active incidents `person` was paged to and nobody acknowledged since (a first
+    approver paging the second line now pages after the acknowledgment), newest first,
+    each with its latest page."""
     stmt = (
         select(OutboxMessage, Incident)
         .join(Incident, Incident.number == OutboxMessage.incident_number)
@@ -86,7 +87,10 @@ def paged(session: Session, person: str) -> list[Paged]:
             OutboxMessage.channel == CHANNEL,
             OutboxMessage.kind == PAGE,
             Incident.status.in_(ACTIVE_STATUSES),
-            Incident.acknowledged_by.is_(None),
+            or_(
+                Incident.acknowledged_at.is_(None),
+                OutboxMessage.created_at >= Incident.acknowledged_at,
+            ),
         )
         .order_by(OutboxMessage.id.desc())
     )

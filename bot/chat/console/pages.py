@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from bot.chat import cards
 from bot.chat.console import chat, waiting
 from bot.chat.views import CardView, LogLine
+from bot.config import Settings
 from bot.errors import RequestRejected
 from bot.incidents import filters
 from bot.incidents import service as incidents
@@ -88,9 +89,15 @@ def incident_list(session: Session, filters: Filters, viewer: Decider) -> ListPa
 
 
 def incident(
-    session: Session, number: int, user: str, now: datetime, *, whole_log: bool = False
+    session: Session,
+    number: int,
+    user: str,
+    now: datetime,
+    settings: Settings,
+    *,
+    whole_log: bool = False,
 ) -> IncidentPage:
-    card = cards.card(session, number, now)
+    card = cards.card(session, number, now, settings=settings)
     total = incidents.get(session, number).log_seq
     first = 1 if whole_log else max(1, total - LOG_TAIL + 1)
     return IncidentPage(
@@ -102,8 +109,9 @@ def incident(
     )
 
 
-def card(session: Session, number: int, now: datetime) -> CardView:
-    return cards.card(session, number, now)
+def card(session: Session, number: int, now: datetime, settings: Settings) -> CardView:
+    """The card alone (the page refreshes it in place), naming the second line."""
+    return cards.card(session, number, now, settings=settings)
 
 
 def log_after(session: Session, number: int, seq: int) -> list[LogLine]:

@@ -345,7 +345,7 @@ class Console:
         def read() -> tuple[pages.IncidentPage, str]:
             with self.db.session() as session:
                 now = self.clock.now()
-                page = pages.incident(session, number, user.id, now, whole_log=whole)
+                page = pages.incident(session, number, user.id, now, self.settings, whole_log=whole)
                 return page, self._viewer_note(session, user, page.card)
 
         page, note = await run_in_threadpool(read)
@@ -371,7 +371,7 @@ class Console:
 
         def read() -> tuple[CardView, str]:
             with self.db.session() as session:
-                card = pages.card(session, number, self.clock.now())
+                card = pages.card(session, number, self.clock.now(), self.settings)
                 return card, self._viewer_note(session, user, card)
 
         card, note = await run_in_threadpool(read)
@@ -599,8 +599,7 @@ class Console:
         note = form.get("note", "").strip() or None
         run = self.decisions.repropose(user, self._run(number, form), note)
         return (
-            f"INC-{run.incident_number} {run.step_id}: proposed again (attempt {run.attempt}); "
-            "it waits for a decision"
+            f"INC-{run.incident_number} {run.step_id}: proposed again; it waits for a decision"
         )
 
     def page_second(self, user: Clicker, number: int, form: dict[str, str]) -> str:

@@ -598,9 +598,7 @@ class Console:
     def repropose(self, user: Clicker, number: int, form: dict[str, str]) -> str:
         note = form.get("note", "").strip() or None
         run = self.decisions.repropose(user, self._run(number, form), note)
-        return (
-            f"INC-{run.incident_number} {run.step_id}: proposed again; it waits for a decision"
-        )
+        return f"INC-{run.incident_number} {run.step_id}: proposed again; it waits for a decision"
 
     def page_second(self, user: Clicker, number: int, form: dict[str, str]) -> str:
         second = self.decisions.page_second(user, number)

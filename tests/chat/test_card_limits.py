@@ -200,8 +200,7 @@ def test_a_30_step_runbook_card_keeps_the_decision_and_folds_the_rest_within_lim
     assert card.blocks[3]["block_id"].startswith("step:")
     folded = [e["text"] for b in card.blocks if b["type"] == "context" for e in b["elements"]]
     assert (
-        "⏭ 4 steps skipped: informational/fabric/thermal/power branches · "
-        "24 not reached yet"
+        "⏭ 4 steps skipped: informational/fabric/thermal/power branches · 24 not reached yet"
     ) in folded
 
 

@@ -364,14 +364,9 @@ def _state_of(step: StepView, now: datetime, who: wording.Who) -> str:
 
 
 def _propose_again(view: CardView) -> list[Block]:
-    """Propose again, for the steps a person may propose again (the newest few): skipped
-    by a person, failed, timed out, expired or cancelled. Steps the bot skipped because
-    their condition was false are decided again in their turn, so they get none."""
-    found = [
-        step
-        for step in reversed(view.steps)
-        if step.reproposable and step.run_id is not None and "`when:" not in step.summary
-    ][:PROPOSE_AGAIN]
+    """Propose again, for the steps a person may propose again (`proposable_again`, the
+    newest few): skipped by a person, failed, timed out, expired or cancelled."""
+    found = list(reversed(view.proposable_again))[:PROPOSE_AGAIN]
     elements = [
         button(
             f"Propose again: {one_line(step.title) or step.step}",

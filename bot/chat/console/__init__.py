@@ -8,8 +8,9 @@ static files inside the package). A button is a POST with the session's CSRF tok
 checked, then `buttons` decides it through `bot.chat.decisions`, the code Slack's
 buttons run, so the role checks are the same; its answer is shown in the block of the
 control pressed. `waiting` says, for the list, what waits for whom. Pages and messages
-for console users are stored by `chat.ConsoleChat` and shown to them. `headers.SecurityHeaders`, a middleware around the
-whole app, gives every response its security headers (CSP, no framing, no sniffing).
+for console users are stored by `chat.ConsoleChat` and shown to them.
+`headers.SecurityHeaders`, a middleware around the whole app, gives every response its
+security headers (CSP, no framing, no sniffing).
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 
 Without a login a page redirects (303) to `/login?next=...` and a POST answers 401. A POST
 with a missing or wrong CSRF token answers 403. A button answers JSON (`{"ok", "flash"}`)
-to the console's JavaScript (`Accept: application/json`), and otherwise a 303 back to the
-incident page with the answer in a one-time flash cookie, so buttons work without it.
+to the console's JavaScript (`Accept: application/json`), which shows it next to the
+control pressed; otherwise a 303 back to the incident page at the block the form named
+(`at`: `#decision`, `#incident-actions`, ...) with the answer in a one-time flash cookie,
+rendered in that block, so buttons work without it and the answer is where the finger is.
 """
 
 from __future__ import annotations
@@ -12,22 +14,21 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import date
 from typing import cast
 from urllib.parse import parse_qs, quote
 
 import anyio
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from bot import inputs
-from bot.chat import cards
-from bot.chat.console import pages, render
+from bot.chat.console import buttons, pages, render, waiting
 from bot.chat.console.auth import Auth, LoginThrottled
 from bot.chat.console.proxy import ProxyPersonUnknown, TrustedProxy
-from bot.chat.console.sessions import COOKIE, FLASH, LOGIN, Login, Signer
+from bot.chat.console.sessions import COOKIE, FLASH, LOGIN, Flash, Login, Signer
 from bot.chat.decisions import Clicker, Decisions
 from bot.chat.views import CardView, LogLine
 from bot.chat.wording import escalation_line
@@ -35,11 +36,10 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
 from bot.errors import BotError, IncidentNotFound, RequestRejected, StorageUnavailable
-from bot.postmortem import followups
+from bot.escalation import oncall
 from bot.postmortem import service as postmortems
 from bot.postmortem.models import TYPES
 from bot.postmortem.render import Lang
-from bot.runbooks.models import StepRun
 
 logger = logging.getLogger(__name__)
 
@@ -58,20 +58,6 @@ LOGIN_CSRF_REFUSED = (
 )
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-class Unconfirmed(BotError):
-    """A disruptive step approved without confirming its targets (`confirmed=1`)."""
-
-    def __init__(self, run: StepRun) -> None:
-        self.run = run
-        self.targets = ", ".join(cards.targets_of(run.params)) or "(no targets named)"
-        super().__init__(
-            f"step {run.step_id} is disruptive: confirm its targets ({self.targets}) first"
-        )
-
-
-Decision = Callable[[Clicker, int, dict[str, str]], str]
 
 
 def console_routes(
@@ -106,6 +92,12 @@ class Console:
             console.secret("session_secret"), console.session_ttl, secure=console.secure_cookies
         )
         self.decisions = Decisions(settings, db, clock, wake, hint=NO_ROLE_HINT)
+        self.buttons = buttons.Buttons(db, self.decisions)
+
+    def who(self, person: str) -> str:
+        """A person id as the console shows it: their display name."""
+        found = self.auth.directory.get(person)
+        return found.name if found is not None else person
 
     def routes(self) -> list[BaseRoute]:
         step = "/incidents/{number}/steps/{run}"
@@ -124,33 +116,45 @@ class Console:
                 self.page(self.postmortem_md),
                 methods=["GET"],
             ),
-            Route(f"{step}/approve", self.button(self.approve, "decide on"), methods=["POST"]),
-            Route(f"{step}/skip", self.button(self.skip, "decide on"), methods=["POST"]),
-            Route(f"{step}/done", self.button(self.done, "decide on"), methods=["POST"]),
-            Route(f"{step}/stop", self.button(self.stop, "decide on"), methods=["POST"]),
+            Route(
+                f"{step}/approve", self.button(self.buttons.approve, "decide on"), methods=["POST"]
+            ),
+            Route(f"{step}/skip", self.button(self.buttons.skip, "decide on"), methods=["POST"]),
+            Route(f"{step}/done", self.button(self.buttons.done, "decide on"), methods=["POST"]),
+            Route(f"{step}/stop", self.button(self.buttons.stop, "decide on"), methods=["POST"]),
+            Route(
+                f"{step}/repropose",
+                self.button(self.buttons.repropose, "decide on"),
+                methods=["POST"],
+            ),
+            Route(
+                "/incidents/{number}/page-second",
+                self.button(self.buttons.page_second, "page the second line for"),
+                methods=["POST"],
+            ),
             Route(
                 "/incidents/{number}/ack",
-                self.button(self.acknowledge, "acknowledge"),
+                self.button(self.buttons.acknowledge, "acknowledge", "incident-actions"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/own",
-                self.button(self.own, "take ownership of"),
+                self.button(self.buttons.own, "take ownership of", "incident-actions"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/resolve",
-                self.button(self.resolve, "resolve"),
+                self.button(self.buttons.resolve, "resolve", "incident-actions"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/followups",
-                self.button(self.add_followup, "add follow-ups to"),
+                self.button(self.buttons.add_followup, "add follow-ups to", "followups"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/followups/{followup}/done",
-                self.button(self.followup_done, "close follow-ups of"),
+                self.button(self.buttons.followup_done, "close follow-ups of", "followups"),
                 methods=["POST"],
             ),
         ]
@@ -302,7 +306,7 @@ class Console:
 
         def read() -> pages.ListPage:
             with self.db.session() as session:
-                return pages.incident_list(session, filters, user.id)
+                return pages.incident_list(session, filters, user)
 
         found = await run_in_threadpool(read)
         return self._html(
@@ -313,6 +317,8 @@ class Console:
             statuses=pages.STATUSES,
             severities=pages.SEVERITIES,
             incidents=found.incidents,
+            waiting=found.waiting,
+            nothing=waiting.NOTHING,
             paged=found.paged,
             messages=found.messages,
             now=self.clock.now(),
@@ -322,12 +328,13 @@ class Console:
         number = _number(request)
         whole = request.query_params.get("log") == "all"
 
-        def read() -> pages.IncidentPage:
+        def read() -> tuple[pages.IncidentPage, str]:
             with self.db.session() as session:
                 now = self.clock.now()
-                return pages.incident(session, number, user.id, now, whole_log=whole)
+                page = pages.incident(session, number, user.id, now, self.settings, whole_log=whole)
+                return page, self._viewer_note(session, user, page.card)
 
-        page = await run_in_threadpool(read)
+        page, note = await run_in_threadpool(read)
         flash = self.signer.read_flash(request.cookies.get(FLASH))
         response = self._html(
             "incident.html",
@@ -336,7 +343,9 @@ class Console:
             page=page,
             card=page.card,
             escalation=escalation_line(page.card),
-            flash=flash,
+            flash=buttons.placed(flash, page.card),
+            viewer_note=note,
+            who=self.who,
             types=TYPES,
         )
         if flash is not None:
@@ -346,12 +355,37 @@ class Console:
     async def card(self, request: Request, login: Login, user: Clicker) -> Response:
         number = _number(request)
 
-        def read() -> CardView:
+        def read() -> tuple[CardView, str]:
             with self.db.session() as session:
-                return pages.card(session, number, self.clock.now())
+                card = pages.card(session, number, self.clock.now(), self.settings)
+                return card, self._viewer_note(session, user, card)
 
-        card = await run_in_threadpool(read)
-        return self._html("card.html", login, user, card=card, escalation=escalation_line(card))
+        card, note = await run_in_threadpool(read)
+        return self._html(
+            "card.html",
+            login,
+            user,
+            card=card,
+            escalation=escalation_line(card),
+            flash=None,
+            viewer_note=note,
+            who=self.who,
+        )
+
+    def _viewer_note(self, session: Session, user: Clicker, card: CardView) -> str:
+        """What a person without a role reads instead of buttons: they may look, and
+        whom to ask (the owner, else whoever is on call)."""
+        if user.roles:
+            return ""
+        ask = self.who(card.owner) + " (the owner)" if card.owner else None
+        if ask is None:
+            person = oncall.current(session, self.settings, card.now).person
+            ask = f"{self.who(person)} (on call)" if person else "a responder"
+        return (
+            f"You can look at {card.ref} but not decide: your login has no role. "
+            f"Ask {ask} to decide, or an admin to give you a role "
+            f"(console.users.{user.id}.roles in the settings)."
+        )
 
     async def postmortem(self, request: Request, login: Login, user: Clicker) -> Response:
         number, lang = _number(request), self._lang(request)
@@ -444,9 +478,10 @@ class Console:
 
     # --- buttons -------------------------------------------------------------------------
 
-    def button(self, decide: Decision, what: str) -> Handler:
+    def button(self, decide: buttons.Decision, what: str, at: str = "decision") -> Handler:
         """A POST that decides: login (401), CSRF (403), role (refused and logged), then
-        `decide`, which answers the flash text."""
+        `decide`, which answers the flash text; `at` is the block its answer goes to
+        without JavaScript (a form may name another of ANCHORS)."""
 
         async def endpoint(request: Request) -> Response:
             try:
@@ -470,7 +505,7 @@ class Console:
                 return Response(str(exc), exc.status, media_type="text/plain")
             number = ids["number"]
             form.update({key: str(value) for key, value in ids.items()})
-            asked: list[Unconfirmed] = []
+            asked: list[buttons.Unconfirmed] = []
 
             def run() -> tuple[int, str]:
                 refusal = self.decisions.allowed(user, number, what)
@@ -478,7 +513,7 @@ class Console:
                     return 403, refusal
                 try:
                     return 200, decide(user, number, form)
-                except Unconfirmed as exc:
+                except buttons.Unconfirmed as exc:
                     asked.append(exc)
                     return 428, str(exc)
                 except IncidentNotFound as exc:
@@ -492,42 +527,22 @@ class Console:
                 status, flash = 503, str(exc)
             if asked and "application/json" not in request.headers.get("accept", ""):
                 return self._confirm_page(request, login, user, asked[0])
-            return self._answer(request, number, status, flash)
+            named = form.get("at", "")
+            place = named if named in buttons.ANCHORS else at
+            return self._answer(request, number, status, Flash(flash, status == 200, place))
 
         return endpoint
 
-    def _answer(self, request: Request, number: int, status: int, flash: str) -> Response:
+    def _answer(self, request: Request, number: int, status: int, flash: Flash) -> Response:
         if "application/json" in request.headers.get("accept", ""):
-            body = json.dumps({"ok": status == 200, "flash": flash})
+            body = json.dumps({"ok": flash.ok, "flash": flash.text})
             return Response(body, status, media_type="application/json")
-        response = RedirectResponse(f"/incidents/{number}", 303)
+        response = RedirectResponse(f"/incidents/{number}#{flash.at}", 303)
         self.signer.set_flash(response, flash)
         return response
 
-    def _run(self, number: int, form: dict[str, str]) -> StepRun:
-        with self.db.session() as session:
-            run = session.get(StepRun, int(form["run"]))
-        if run is None or run.incident_number != number:
-            raise BotError("that step no longer exists; reload the page")
-        return run
-
-    def approve(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        run = self._run(number, form)
-        if cards.risk_of(run.action) == "disruptive" and form.get("confirmed") != "1":
-            raise Unconfirmed(run)
-        run = self.decisions.step(user, run, "approve", count=_count(form))
-        return _step_flash(run, "approved")
-
-    def stop(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        note = form.get("note", "").strip() or None
-        run = self.decisions.step(user, self._run(number, form), "stop", note=note)
-        return (
-            f"INC-{run.incident_number} {run.step_id}: the rest is stopped; the nodes "
-            "running finish and none starts"
-        )
-
     def _confirm_page(
-        self, request: Request, login: Login, user: Clicker, asked: Unconfirmed
+        self, request: Request, login: Login, user: Clicker, asked: buttons.Unconfirmed
     ) -> Response:
         """Without JavaScript, a disruptive approval asks on a page of its own, naming the
         exact targets (the dialog's job with it)."""
@@ -543,65 +558,6 @@ class Console:
             targets=asked.targets,
             path=request.url.path,
         )
-
-    def skip(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        note = form.get("note", "").strip() or None
-        run = self.decisions.step(user, self._run(number, form), "skip", note=note)
-        return _step_flash(run, "skipped")
-
-    def done(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        run = self.decisions.step(user, self._run(number, form), "done", note=form.get("note"))
-        return _step_flash(run, "marked done")
-
-    def acknowledge(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        self.decisions.acknowledge(user, number)
-        return f"INC-{number} acknowledged"
-
-    def own(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        owner = self.decisions.own(user, number)
-        return f"INC-{number} is owned by {owner}"
-
-    def resolve(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        disposition = form.get("disposition", "").strip() or None
-        self.decisions.resolve(user, number, disposition)
-        return f"INC-{number} resolved"
-
-    def add_followup(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        title = form.get("title", "").strip()
-        if not title:
-            raise BotError("what will change? write the follow-up's title")
-        raw = form.get("deadline", "").strip()
-        deadline: date | None = followups.parse_date(raw) if raw else None
-        item = self.decisions.add_followup(
-            user,
-            number,
-            title,
-            kind=form.get("type", "prevent"),
-            owner=form.get("owner", "").strip() or None,
-            deadline=deadline,
-        )
-        return f"Follow-up #{item.id} added to INC-{number}"
-
-    def followup_done(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        item = self.decisions.followup_done(user, number, int(form["followup"]))
-        return f"Follow-up #{item.id} of INC-{number} is done: {item.title}"
-
-
-def _step_flash(run: StepRun, done: str) -> str:
-    ref = f"INC-{run.incident_number} {run.step_id}"
-    if run.state == "awaiting_approval":
-        return f"{ref}: your approval is recorded; {run.summary or 'it needs another'}"
-    return f"{ref}: {done} ({run.state.replace('_', ' ')})"
-
-
-def _count(form: dict[str, str]) -> int | None:
-    """The node count an Approve button of a step over many nodes carries."""
-    raw = form.get("count", "").strip()
-    if not raw:
-        return None
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):
-        raise RequestRejected(f"the count must be a number of nodes, not {raw[:20]!r}")
-    return int(raw)
 
 
 async def _form(request: Request) -> dict[str, str]:

@@ -100,9 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         top.print_help()
         return 2
     try:
-        from bot.cli import common
+        from bot.cli import common, terminal
         from bot.config import load_settings
 
+        terminal.use(no_color=args.no_color)
         settings = load_settings(args.config)
         common.configure_logging(settings)
         handler: Handler = args.handler
@@ -133,6 +134,11 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="FILE",
         help="YAML settings file (default: $RUNBOOK_BOT_CONFIG); environment variables "
         "RUNBOOK_BOT_* override it",
+    )
+    top.add_argument(
+        "--no-color",
+        action="store_true",
+        help="no colour even on a terminal (as NO_COLOR=1 does; FORCE_COLOR=1 forces it on)",
     )
     commands = top.add_subparsers(title="commands", metavar="COMMAND")
     chosen = COMMANDS[command].defined_by if command in COMMANDS else None

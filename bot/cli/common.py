@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from bot.clock import SystemClock
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from bot.config import Settings
     from bot.db import Database
     from bot.incidents.log import Actor
@@ -123,13 +125,12 @@ def age(since: datetime) -> str:
     return f"{max(seconds, 0)}s"
 
 
-def table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    lines = []
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        lines.append("   ".join([*cells, row[-1]]))
-    return "\n".join(lines)
+def table(rows: Sequence[Sequence[str | Text]]) -> str:
+    """`rows` (the first the header) as a table that fits the output's width, with colour
+    on a terminal; on a pipe, one row a line, columns three spaces apart (`terminal`)."""
+    from bot.cli import terminal
+
+    return terminal.render(terminal.table(rows))
 
 
 def split(values: list[str]) -> list[str]:

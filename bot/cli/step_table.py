@@ -20,7 +20,7 @@ def show(incident: str, runbook: str, rows: list[StepRow]) -> int:
 
 
 def cells(row: StepRow) -> list[str | Text]:
-    state = row.state.replace("_", " ") + (f" (#{row.attempt})" if row.attempt > 1 else "")
+    state = _state(row) + (f" (#{row.attempt})" if row.attempt > 1 else "")
     summary = row.summary if row.state != "not_reached" else row.title
     if row.progress is not None and row.state == "running":
         summary = counted(row.progress)
@@ -31,6 +31,13 @@ def cells(row: StepRow) -> list[str | Text]:
         approvals(row),
         summary,
     ]
+
+
+def _state(row: StepRow) -> str:
+    """The state in words; a manual step waits for someone to do it, not for approval."""
+    if row.kind == "manual" and row.state == "awaiting_approval":
+        return "to do"
+    return row.state.replace("_", " ")
 
 
 def approvals(row: StepRow) -> str:

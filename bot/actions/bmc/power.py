@@ -201,6 +201,14 @@ def _refuse_if_in_service(ctx: ActionContext, node: str, op: PowerOp) -> None:
         )
 
 
+def _said(state: PowerState) -> str:
+    if state in (PowerState.ON, PowerState.OFF):
+        return f"powered {state.value}"
+    if state == PowerState.UNKNOWN:
+        return "in a power state it does not say (busy switching)"
+    return state.value  # powering on, powering off
+
+
 def _already(op: PowerOp, state: PowerState) -> bool:
     return (op == "on" and state == PowerState.ON) or (
         op in ("off", "soft_off") and state == PowerState.OFF
@@ -250,7 +258,7 @@ def _await(
             state = PowerState.UNKNOWN  # busy BMCs stop answering while they switch
         if state != shown:
             shown = state
-            ctx.report(Reading(f"{node}: the BMC reports power {state.value}", state=state.value))
+            ctx.report(Reading(f"{node} is {_said(state)}, says its BMC", state=state.value))
         # Off, or on its way off or back on: the BMC shows the cycle under way.
         saw_off = saw_off or state in (
             PowerState.OFF,

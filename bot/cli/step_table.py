@@ -15,7 +15,7 @@ HEADER = ["STEP", "STATE", "ACTION", "APPROVALS", "SUMMARY"]
 
 
 def show(incident: str, runbook: str, rows: list[StepRow]) -> int:
-    table = [HEADER, *(cells(row) for row in rows)]
+    table: list[list[str | Text]] = [list(HEADER), *(cells(row) for row in rows)]
     return terminal.show(table, title=f"{incident} follows {runbook}")
 
 

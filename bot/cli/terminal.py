@@ -215,7 +215,7 @@ def _widths(rows: list[list[Text]], width: int | None) -> list[int] | None:
     narrow (wrapping at spaces, never below their longest word) until the last has
     READABLE. None: even then the last column would have less than NARROWEST."""
     columns = list(zip(*rows, strict=True))
-    natural = [max(cell.cell_len for cell in column) for column in columns]
+    natural: list[int] = [max(int(cell.cell_len) for cell in column) for column in columns]
     if width is None:
         return natural
     words = [max(_longest_word(cell.plain) for cell in column) for column in columns]
@@ -259,8 +259,9 @@ def _blocks(header: list[Text], body: list[list[Text]]) -> RenderableType:
 
 class ActionProgress:
     """Draws what a long action reports while it runs: `line` gets its plain lines,
-    `reading` its readings (`bot.actions.Reading`). On a terminal, one live line (a bar
-    of pods left, the BMC's power states so far); off one, a line per change on stderr."""
+    `reading` its readings (`bot.actions.Reading`). On a terminal, a live bar of pods left
+    under the lines of what it waits on, and the BMC's power states so far; off one, a
+    line per change. All on stderr: stdout keeps the result alone."""
 
     def __init__(self, title: str, console: Console | None = None) -> None:
         self.title = title
@@ -269,6 +270,7 @@ class ActionProgress:
         self.states: list[str] = []
         self._bar: Progress | None = None
         self._task: TaskID | None = None
+        self._waiting = ""
 
     @contextmanager
     def running(self) -> Iterator[ActionProgress]:
@@ -279,9 +281,6 @@ class ActionProgress:
                 self._bar.stop()
 
     def line(self, message: str) -> None:
-        if self.live and self._bar is not None and self._task is not None:
-            self._bar.update(self._task, detail=message)
-            return
         self._say(Text(f"... {message}"))
 
     def reading(self, reading: Reading) -> None:
@@ -311,24 +310,20 @@ class ActionProgress:
             self._bar = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
-                BarColumn(),
+                BarColumn(bar_width=24),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[left]}", style="bold"),
-                TextColumn("{task.fields[detail]}", style="dim"),
                 console=self.console,
                 transient=False,
             )
-            self._task = self._bar.add_task(self.title, total=reading.total, left="", detail="")
+            self._task = self._bar.add_task(self.title, total=reading.total, left="")
             self._bar.start()
         assert self._task is not None
-        waiting = reading.text.partition(", ")[2]
-        self._bar.update(
-            self._task,
-            completed=reading.done,
-            total=reading.total,
-            left=left,
-            detail=waiting,
-        )
+        self._bar.update(self._task, completed=reading.done, total=reading.total, left=left)
+        waiting = reading.text.partition(", ")[2]  # "waiting on ml/shard-0: PDB ..."
+        if waiting and waiting != self._waiting:
+            self._say(Text(f"... {waiting}", style="dim"))
+        self._waiting = waiting
 
     def _say(self, text: Text) -> None:
         if self._bar is not None:

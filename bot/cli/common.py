@@ -133,6 +133,22 @@ def table(rows: Sequence[Sequence[str | Text]]) -> str:
     return terminal.render(terminal.table(rows))
 
 
+@contextmanager
+def note_flag(note: str | None) -> Iterator[None]:
+    """A decision refused for want of a note ("say what was done ...", "... : say why", in
+    the words every surface shares) also says, here, which flag gives one."""
+    from bot.errors import BotError
+
+    try:
+        yield
+    except BotError as exc:
+        said = str(exc)
+        if (note or "").strip() or not ("say what was done" in said or "say why" in said):
+            raise
+        exc.args = (f"{exc} (give it with --note TEXT)",)
+        raise
+
+
 def split(values: list[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 

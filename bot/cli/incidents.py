@@ -234,7 +234,7 @@ def resolve(args: argparse.Namespace, settings: Settings) -> int:
     """Resolve, cancelling the incident's steps that have not started (same transaction)."""
     number = service.parse_ref(args.incident)
     actor = common.actor(settings, args.actor)
-    with common.database(settings) as db:
+    with common.database(settings) as db, common.note_flag(args.note):
         incident, cancelled = runbooks.resolve(
             db,
             number,

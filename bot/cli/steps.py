@@ -145,12 +145,14 @@ def approve_step(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def skip_step(args: argparse.Namespace, settings: Settings) -> int:
-    run = _decide(args, settings, service.skip, note=args.note)
+    with common.note_flag(args.note):
+        run = _decide(args, settings, service.skip, note=args.note)
     return common.say(f"step {run.step_id} skipped")
 
 
 def done_step(args: argparse.Namespace, settings: Settings) -> int:
-    run = _decide(args, settings, service.complete, note=args.note)
+    with common.note_flag(args.note):
+        run = _decide(args, settings, service.complete, note=args.note)
     return common.say(f"step {run.step_id} done")
 
 

@@ -4,6 +4,7 @@ terminal (FORCE_COLOR) and never with NO_COLOR or --no-color; who approved each 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from bot.clock import FrozenClock
 from bot.db import Database
 from tests.cli.conftest import ANSI, plain
-from tests.runbooks.rig import Rig
+from tests.runbooks.rig import ROLES, Rig
 from tests.support.cli import Run
 
 RUNBOOK = """\
@@ -165,3 +166,23 @@ def test_the_incident_list_fits_40_columns_too(
     # Only the headers (each a label now) and a "-" for nothing are gone.
     assert _words(wide) - _words(out) <= {"-", *wide.splitlines()[0].split()}
     assert "INC-1" in out.split()
+
+
+def test_a_refusal_for_want_of_a_note_names_the_flag_that_gives_one(
+    run: Run, incident: tuple[Rig, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rig, number = incident
+    monkeypatch.setenv("RUNBOOK_BOT_ROLES", json.dumps(ROLES))
+    call = "      - {id: call, title: Call, manual: call}\n"
+    rig.write(RUNBOOK.replace("steps:\n", "steps:\n" + call))  # a manual step first
+    manual = rig.fire()
+    before = rig.types(number), rig.types(manual)
+
+    code, out, err = run("incidents", "resolve", f"INC-{number}", "--as", "alice")
+    done = run("done", f"INC-{manual}", "call", "--as", "alice", "--note", " ")
+
+    assert (code, out) == (1, ""), err
+    assert "is critical: say what was done before resolving it" in err
+    assert err.rstrip().endswith("(give it with --note TEXT)")
+    assert done[0] == 1 and done[2].rstrip().endswith("(give it with --note TEXT)"), done
+    assert (rig.types(number), rig.types(manual)) == before

@@ -431,7 +431,7 @@ def build_app(
         Route("/api/incidents/{number}/own", own_incident, methods=["POST"]),
         Route(
             "/api/incidents/{number}/steps/{step}/cancel",
-            decide(runbooks.cancel),
+            decide(runbooks.cancel, acknowledges=False),
             methods=["POST"],
         ),
         Route(

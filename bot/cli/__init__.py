@@ -8,6 +8,9 @@ command being run is imported: `runbook-bot --help` loads no database, cluster, 
 web library, and `runbook-bot config` no Kubernetes client. The other commands appear in
 the parser as names with their one-line help.
 
+What a command prints fits where it goes (`bot.cli.terminal`): tables as wide as the
+terminal and coloured there (`--no-color`, NO_COLOR, FORCE_COLOR), plain lines on a pipe.
+
 Exit codes: 0 done; 1 the operation failed or was refused (the message says why);
 2 bad usage or invalid settings.
 """

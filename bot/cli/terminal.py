@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING, Final
 
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.progress import (
@@ -226,7 +227,7 @@ def _widths(rows: list[list[Text]], width: int | None) -> list[int] | None:
         return room - sum(sizes)
 
     want = min(natural[-1], max(READABLE, width // 3))
-    while left() < want:
+    while sizes and left() < want:
         widest = max(range(len(sizes)), key=lambda i: sizes[i] - words[i])
         if sizes[widest] <= words[widest]:
             break
@@ -237,7 +238,8 @@ def _widths(rows: list[list[Text]], width: int | None) -> list[int] | None:
 
 
 def _longest_word(text: str) -> int:
-    return max((len(word) for word in re.split(r"\s+", text)), default=0)
+    """In cells: a CJK character is two; a title in Chinese has no spaces to wrap at."""
+    return max((cell_len(word) for word in re.split(r"\s+", text)), default=0)
 
 
 def _blocks(header: list[Text], body: list[list[Text]]) -> RenderableType:

@@ -25,7 +25,7 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import IO, TYPE_CHECKING, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
@@ -34,6 +34,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
     TaskID,
     TextColumn,
@@ -280,6 +281,9 @@ class ActionProgress:
             yield self
         finally:
             if self._bar is not None:
+                assert self._task is not None
+                if self._bar.tasks[0].total is None:  # a status line: its spinner stops
+                    self._bar.update(self._task, total=1, completed=1)
                 self._bar.stop()
 
     def line(self, message: str) -> None:
@@ -297,10 +301,12 @@ class ActionProgress:
         assert reading.state is not None
         self.states.append(reading.state)
         states = " → ".join(self.states)
-        if self.live:
-            self._say(Text.assemble(("... ", "dim"), reading.text, "  ", (f"({states})", "cyan")))
-        else:
+        if not self.live:
             self._say(Text(f"... {reading.text} ({states})"))
+            return
+        if self._bar is None:  # a status line: spinner, what, the states so far
+            self._start(TextColumn("{task.fields[shown]}", style="cyan"), total=None, shown="")
+        self._update(shown=f"BMC: {states}")
 
     def _count(self, reading: Reading) -> None:
         assert reading.total is not None and reading.done is not None
@@ -309,23 +315,33 @@ class ActionProgress:
             self._say(Text(f"... {left}: {reading.text}"))
             return
         if self._bar is None:
-            self._bar = Progress(
-                SpinnerColumn(),
-                TextColumn("{task.description}"),
+            self._start(
                 BarColumn(bar_width=24),
                 MofNCompleteColumn(),
-                TextColumn("{task.fields[left]}", style="bold"),
-                console=self.console,
-                transient=False,
+                TextColumn("{task.fields[shown]}", style="bold"),
+                total=reading.total,
+                shown="",
             )
-            self._task = self._bar.add_task(self.title, total=reading.total, left="")
-            self._bar.start()
-        assert self._task is not None
-        self._bar.update(self._task, completed=reading.done, total=reading.total, left=left)
+        self._update(completed=reading.done, total=reading.total, shown=left)
         waiting = reading.text.partition(", ")[2]  # "waiting on ml/shard-0: PDB ..."
         if waiting and waiting != self._waiting:
             self._say(Text(f"... {waiting}", style="dim"))
         self._waiting = waiting
+
+    def _start(self, *columns: ProgressColumn, total: float | None, shown: str) -> None:
+        self._bar = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            *columns,
+            console=self.console,
+            transient=False,
+        )
+        self._task = self._bar.add_task(self.title, total=total, shown=shown)
+        self._bar.start()
+
+    def _update(self, **fields: Any) -> None:
+        assert self._bar is not None and self._task is not None
+        self._bar.update(self._task, **fields)
 
     def _say(self, text: Text) -> None:
         if self._bar is not None:

@@ -69,3 +69,20 @@ def test_a_power_cycle_shows_the_bmcs_power_state_off_then_on(
     assert len(said) == len(states), "one line per change of state"
     assert "powered on (power cycle confirmed by the BMC" in out
     assert on_bmcs.cluster.machine("gpu-node-02").resets == 1
+
+
+def test_a_power_cycle_on_a_terminal_keeps_one_status_line_of_the_states(
+    on_bmcs: SimHandle, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cordon(on_bmcs, "gpu-node-02")
+    monkeypatch.setenv("FORCE_COLOR", "1")
+
+    code = main(["action", "bmc.power_cycle", "node=gpu-node-02"])
+
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "\x1b[?25l" in err  # a live line
+    last = plain(err).replace("\r", "\n").splitlines()
+    final = [line for line in last if "bmc.power_cycle gpu-node-02" in line][-1]
+    assert final.rstrip().endswith("→ on") and "off" in final, final
+    assert "says its BMC" not in plain(err)  # no line per change on a terminal

@@ -1,6 +1,7 @@
 """`runbook-bot steps INC-N`: the steps of an incident's runbook as a table, one row a
 step: its state (coloured on a terminal), its action, the approvals given of those needed
-and by whom ("2/2 (alice, bob)"), and what happened (a step over many nodes: its counts)."""
+and by whom ("2/2 (alice, bob)"), and what happened (a step over many nodes: its counts);
+a step waiting for a decision says which later steps skipping it would skip too."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from bot.cli import terminal
 from bot.runbooks.service import StepRow
 
 HEADER = ["STEP", "STATE", "ACTION", "APPROVALS", "SUMMARY"]
+WAITING = ("proposed", "awaiting_approval")
+"""States in which a person may still skip the step."""
 
 
 def show(incident: str, runbook: str, rows: list[StepRow]) -> int:
@@ -24,6 +27,8 @@ def cells(row: StepRow) -> list[str | Text]:
     summary = row.summary if row.state != "not_reached" else row.title
     if row.progress is not None and row.state == "running":
         summary = counted(row.progress)
+    if row.state in WAITING and row.dependents:
+        summary += f" · skipping it also skips {', '.join(row.dependents)}"
     return [
         row.step,
         terminal.styled(state, terminal.STATE_STYLES.get(row.state)),

@@ -33,6 +33,7 @@ RUNBOOK = """\
       - id: uncordon
         title: Put the node back into service once its GPUs answer again
         action: k8s.uncordon
+        when: steps.power_cycle.ok
         with: {node: "{{ facts.node }}"}
       - {id: vendor, title: Call the vendor if it happens again, manual: call them}
 """
@@ -68,6 +69,8 @@ def test_steps_names_who_approved_after_the_count(run: Run, incident: tuple[Rig,
     assert row["power_cycle"].split()[:4] == ["power_cycle", "approved", "bmc.power_cycle", "2/2"]
     assert "2/2 (alice, bob)" in row["power_cycle"]
     assert "1/2 (alice)" in one and "0/2 " in before
+    assert "· skipping it also skips uncordon" in before
+    assert "skips" not in row["power_cycle"]  # approved: nobody skips it now
     assert row["vendor"].split()[:4] == ["vendor", "not", "reached", "manual"]
 
 

@@ -247,9 +247,10 @@ def _blocks(header: list[Text], body: list[list[Text]]) -> RenderableType:
     """Each row as lines: its first cell, then `header  value` for the others."""
     parts: list[RenderableType] = []
     names = [Text(cell.plain.lower(), style="dim") for cell in header[1:]]
+    label = max((name.cell_len for name in names), default=0)  # one width in every block
     for row in body:
         fields = Table.grid(padding=(0, 2, 0, 0))
-        fields.add_column(no_wrap=True)
+        fields.add_column(no_wrap=True, min_width=label)
         fields.add_column(overflow="fold")
         for name, cell in zip(names, row[1:], strict=True):
             if cell.plain not in ("", "-"):

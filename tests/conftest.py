@@ -147,6 +147,13 @@ def pytest_configure(config: pytest.Config) -> None:
     for key in list(os.environ):
         if key.startswith("RUNBOOK_BOT_") and not key.startswith("RUNBOOK_BOT_TEST_"):
             del os.environ[key]
+    # Nor the terminal's: the CLI's output a test reads is a pipe's, as wide as its lines
+    # (pytest-xdist's workers have COLUMNS=80); tests of widths and colour set them.
+    for key in TERMINAL_ENVIRONMENT:
+        os.environ.pop(key, None)
+
+
+TERMINAL_ENVIRONMENT = ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE")
 
 
 __all__ = ["Settings"]

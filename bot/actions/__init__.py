@@ -8,7 +8,7 @@ turns every failure into a result a human can act on. Executors live in `kuberne
 """
 
 from bot.actions import executing, registry
-from bot.actions.context import ActionContext, Allowance
+from bot.actions.context import ActionContext, Allowance, Reading
 from bot.actions.executing import Outcome, execute
 from bot.actions.registry import Action, Risk
 from bot.actions.types import Params, Result
@@ -19,6 +19,7 @@ __all__ = [
     "Allowance",
     "Outcome",
     "Params",
+    "Reading",
     "Result",
     "Risk",
     "execute",

@@ -1,8 +1,11 @@
 """What an executor gets to work with: who, when, where to report, and the cluster.
 
-Actions never import chat, the engine or the incident log; they report through the two
+Actions never import chat, the engine or the incident log; they report through the
 callbacks here. `progress` updates whoever watches (the CLI prints it, the chat card will
 edit itself); `record` writes a structured event to the incident's log when there is one.
+A long action reports how far it is with `report(Reading(...))`: the reading's line goes to
+`progress`, and the reading itself to `measure` when someone draws it (the CLI's bar of
+pods left, the BMC's power states one after the other).
 
 `cancelled` is set by whoever waits for the action when it stops waiting (the step timed
 out): `checkpoint`, called before every Kubernetes and BMC call and before the circuit
@@ -26,6 +29,7 @@ from bot.config import Settings
 from bot.errors import ActionCancelled
 
 Progress = Callable[[str], None]
+Measure = Callable[["Reading"], None]
 Record = Callable[[str, str, dict[str, Any]], None]
 AlertHistory = Callable[[str, datetime], list[dict[str, Any]]]
 """(node, since) -> the alerts recorded on that node since then, across incidents: dicts
@@ -43,6 +47,24 @@ class Allowance:
     nodes: frozenset[str]
     count: int
     domain: str | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How far a long action is: `text`, the line `progress` gets ("3/10 evicted"), and
+    what it counts: `done` of `total` `unit` (a drain's pods evicted of its "pods"), or the
+    `state` it
+    waits to change (a power cycle's BMC power state: on, off, on)."""
+
+    text: str
+    done: int | None = None
+    total: int | None = None
+    unit: str = ""
+    state: str | None = None
+
+    @property
+    def left(self) -> int | None:
+        return None if self.done is None or self.total is None else self.total - self.done
 
 
 def _ignore_progress(message: str) -> None:
@@ -70,6 +92,8 @@ class ActionContext:
     allowance: Allowance | None = None
     progress: Progress = _ignore_progress
     record: Record = _ignore_record
+    # Who draws readings (the CLI); None: their lines go to `progress` as any other.
+    measure: Measure | None = None
     # Built on first use, so read-only runs of other kinds never touch the cluster.
     kube_factory: Callable[[], Any] | None = None
     # The incident store's memory of earlier alerts, given by whoever has the database.
@@ -89,6 +113,14 @@ class ActionContext:
                 "moved on), so the action stops here; look at the step's state and decide "
                 "again"
             )
+
+    def report(self, reading: Reading) -> None:
+        """Say how far the action is: to `measure` when someone draws readings, else its
+        line to `progress`."""
+        if self.measure is not None:
+            self.measure(reading)
+        else:
+            self.progress(reading.text)
 
     def kube(self) -> Any:
         """The `kubernetes.client.ApiClient` for this run (every Kubernetes call gets it

@@ -8,6 +8,9 @@ command being run is imported: `runbook-bot --help` loads no database, cluster, 
 web library, and `runbook-bot config` no Kubernetes client. The other commands appear in
 the parser as names with their one-line help.
 
+What a command prints fits where it goes (`bot.cli.terminal`): tables as wide as the
+terminal and coloured there (`--no-color`, NO_COLOR, FORCE_COLOR), plain lines on a pipe.
+
 Exit codes: 0 done; 1 the operation failed or was refused (the message says why);
 2 bad usage or invalid settings.
 """
@@ -103,9 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         top.print_help()
         return 2
     try:
-        from bot.cli import common
+        from bot.cli import common, terminal
         from bot.config import load_settings
 
+        terminal.use(no_color=args.no_color)
         settings = load_settings(args.config)
         common.configure_logging(settings)
         handler: Handler = args.handler
@@ -136,6 +140,11 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
         metavar="FILE",
         help="YAML settings file (default: $RUNBOOK_BOT_CONFIG); environment variables "
         "RUNBOOK_BOT_* override it",
+    )
+    top.add_argument(
+        "--no-color",
+        action="store_true",
+        help="no colour even on a terminal (as NO_COLOR=1 does; FORCE_COLOR=1 forces it on)",
     )
     commands = top.add_subparsers(title="commands", metavar="COMMAND")
     chosen = COMMANDS[command].defined_by if command in COMMANDS else None

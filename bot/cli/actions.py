@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -78,13 +77,16 @@ def run_action(args: argparse.Namespace, settings: Settings) -> int:
     import getpass
 
     from bot.actions import ActionContext, execute, registry
+    from bot.cli import terminal
 
     chosen = registry.get(args.name)
     raw = _key_values(args.params)
     who = common.decider(settings, args.actor) if args.actor else None
     actor = who.id if who is not None else getpass.getuser()
     clock = SystemClock()
+    shown = terminal.ActionProgress(_title(chosen.name, raw))
     with contextlib.ExitStack() as stack:
+        stack.enter_context(shown.running())
         record = None
         if args.incident:
             if who is None:
@@ -98,7 +100,8 @@ def run_action(args: argparse.Namespace, settings: Settings) -> int:
             incident=args.incident,
             dry_run=args.dry_run,
             admin_override=args.override_breaker,
-            progress=lambda message: print(f"... {message}", file=sys.stderr, flush=True),
+            progress=shown.line,
+            measure=shown.reading,
         )
         if record is not None:
             ctx.record = record
@@ -113,6 +116,12 @@ def run_action(args: argparse.Namespace, settings: Settings) -> int:
     else:
         common.say(result.summary)
     return 0 if result.ok else 1
+
+
+def _title(name: str, raw: dict[str, Any]) -> str:
+    """What the progress bar says it does: "k8s.drain gpu-node-02"."""
+    node = raw.get("node")
+    return f"{name} {node}" if isinstance(node, str) else name
 
 
 def _recorder(

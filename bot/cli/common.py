@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from bot.clock import SystemClock
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
     from bot.config import Settings
     from bot.db import Database
     from bot.incidents.log import Actor
@@ -123,13 +125,28 @@ def age(since: datetime) -> str:
     return f"{max(seconds, 0)}s"
 
 
-def table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    lines = []
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        lines.append("   ".join([*cells, row[-1]]))
-    return "\n".join(lines)
+def table(rows: Sequence[Sequence[str | Text]]) -> str:
+    """`rows` (the first the header) as a table that fits the output's width, with colour
+    on a terminal; on a pipe, one row a line, columns three spaces apart (`terminal`)."""
+    from bot.cli import terminal
+
+    return terminal.render(terminal.table(rows))
+
+
+@contextmanager
+def note_flag(note: str | None) -> Iterator[None]:
+    """A decision refused for want of a note ("say what was done ...", "... : say why", in
+    the words every surface shares) also says, here, which flag gives one."""
+    from bot.errors import BotError
+
+    try:
+        yield
+    except BotError as exc:
+        said = str(exc)
+        if (note or "").strip() or not ("say what was done" in said or "say why" in said):
+            raise
+        exc.args = (f"{exc} (give it with --note TEXT)",)
+        raise
 
 
 def split(values: list[str]) -> list[str]:

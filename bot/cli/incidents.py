@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot import escalation
 from bot.cli import common
@@ -17,6 +17,9 @@ from bot.errors import RequestRejected
 from bot.incidents import filters, log, service, views
 from bot.incidents.models import Incident
 from bot.runbooks import service as runbooks
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 
 def add_commands(commands: Any) -> None:
@@ -159,9 +162,18 @@ def list_incidents(args: argparse.Namespace, settings: Settings) -> int:
             if values
         ]
         return common.say("No incidents found" + (f" ({'; '.join(chosen)})." if chosen else "."))
-    table = [["INCIDENT", "SEVERITY", "STATUS", "AGE", "OWNER", "TITLE"]]
+    from bot.cli import terminal
+
+    table: list[list[str | Text]] = [["INCIDENT", "SEVERITY", "STATUS", "AGE", "OWNER", "TITLE"]]
     table += [
-        [r.ref, r.severity, r.status, common.age(r.opened_at), r.owner or "-", r.title]
+        [
+            r.ref,
+            terminal.styled(r.severity),
+            terminal.styled(r.status),
+            common.age(r.opened_at),
+            r.owner or "-",
+            r.title,
+        ]
         for r in rows
     ]
     return common.say(common.table(table))
@@ -222,7 +234,7 @@ def resolve(args: argparse.Namespace, settings: Settings) -> int:
     """Resolve, cancelling the incident's steps that have not started (same transaction)."""
     number = service.parse_ref(args.incident)
     actor = common.actor(settings, args.actor)
-    with common.database(settings) as db:
+    with common.database(settings) as db, common.note_flag(args.note):
         incident, cancelled = runbooks.resolve(
             db,
             number,

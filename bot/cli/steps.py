@@ -144,15 +144,9 @@ def show_steps(args: argparse.Namespace, settings: Settings) -> int:
         body: dict[str, Any] = {"incident": f"INC-{number}", "runbook": runbook}
         body["steps"] = [row.as_dict() for row in rows]
         return common.say(json.dumps(body, indent=2, ensure_ascii=False))
-    table = [["STEP", "STATE", "ACTION", "APPROVALS", "SUMMARY"]]
-    for row in rows:
-        approvals = f"{row.approvals}/{row.approvals_required}" if row.kind == "action" else "-"
-        state = row.state.replace("_", " ") + (f" (#{row.attempt})" if row.attempt > 1 else "")
-        summary = row.summary if row.state != "not_reached" else row.title
-        if row.progress is not None and row.state == "running":
-            summary = _counted(row.progress)
-        table.append([row.step, state, row.action or "manual", approvals, summary])
-    return common.say(f"INC-{number} follows {runbook}\n" + common.table(table))
+    from bot.cli import step_table
+
+    return step_table.show(f"INC-{number}", runbook, rows)
 
 
 def approve_step(args: argparse.Namespace, settings: Settings) -> int:
@@ -170,12 +164,14 @@ def approve_step(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def skip_step(args: argparse.Namespace, settings: Settings) -> int:
-    run = _decide(args, settings, service.skip, note=args.note)
+    with common.note_flag(args.note):
+        run = _decide(args, settings, service.skip, note=args.note)
     return common.say(f"step {run.step_id} skipped")
 
 
 def done_step(args: argparse.Namespace, settings: Settings) -> int:
-    run = _decide(args, settings, service.complete, note=args.note)
+    with common.note_flag(args.note):
+        run = _decide(args, settings, service.complete, note=args.note)
     return common.say(f"step {run.step_id} done")
 
 
@@ -226,13 +222,3 @@ def run_worker(_: argparse.Namespace, settings: Settings) -> int:
     except KeyboardInterrupt:
         stop.set()
     return 0
-
-
-def _counted(progress: dict[str, Any]) -> str:
-    """ "32 nodes of row/a: done 12 · running 4 · failed 1 · left 15 (failed: a-07)"."""
-    counts = " · ".join(
-        f"{word} {progress[key]}"
-        for word, key in (("done", "succeeded"), ("running", "running"), ("failed", "failed"))
-    )
-    failed = f" (failed: {', '.join(progress['failed_nodes'][:5])})" if progress["failed"] else ""
-    return f"{progress['set']}: {counts} · left {progress['left']}{failed}"

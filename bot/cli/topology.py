@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from bot.topology.forest import Branch
 
 WIDTH = 80
+"""The width the incidents column wraps to where the output has none (a pipe)."""
 NAME_MAX = 40
 NO_LEVELS = (
     "no topology levels are configured, so every node is its own domain; set "
@@ -127,7 +128,9 @@ def show(args: argparse.Namespace, settings: Settings) -> int:
         view = view.active_only()
     if args.output == "json":
         return common.say(json.dumps(view.as_data(topology), indent=2))
-    return common.say(view.text(topology))
+    from bot.cli import terminal
+
+    return common.say(view.text(topology, terminal.width_of(terminal.out()) or WIDTH))
 
 
 def active_incidents(session: Session, settings: Settings) -> list[Placed]:
@@ -186,7 +189,7 @@ class View:
     total: int | None = None
     """How many domains the topology has (more than `branches` shows, when filtered)."""
 
-    def text(self, topology: Topology) -> str:
+    def text(self, topology: Topology, width: int = WIDTH) -> str:
         rows: list[tuple[str, str, list[str]]] = [
             ("  " * b.depth + b.domain.name, str(len(b.nodes)), self._labels(b.domain.name))
             for b in self.branches
@@ -212,7 +215,7 @@ class View:
             if not labels:
                 lines.append(head.rstrip())
                 continue
-            wrapped = _pack(labels, max(WIDTH - indent, 30))
+            wrapped = _pack(labels, max(width - indent, 30))
             lines.append(f"{head}  {wrapped[0]}")
             lines += [" " * indent + rest for rest in wrapped[1:]]
         if self.elsewhere:

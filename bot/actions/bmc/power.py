@@ -18,7 +18,7 @@ from pydantic import Field
 
 from bot.actions.bmc import calls
 from bot.actions.bmc.protocol import Bmc, PowerOp, PowerState, SelEntry
-from bot.actions.context import ActionContext
+from bot.actions.context import ActionContext, Reading
 from bot.actions.kubernetes import api
 from bot.actions.kubernetes.nodes import NodeParams
 from bot.actions.registry import Risk, action
@@ -151,7 +151,7 @@ def change_power(ctx: ActionContext, params: PowerParams, op: PowerOp) -> PowerR
         _request(ctx, bmc, op)
         result.changed = True
         started = time.monotonic()
-        after, saw_off = _await(ctx, bmc, op)
+        after, saw_off = _await(ctx, bmc, op, params.node, before)
         result.waited_seconds = round(time.monotonic() - started, 2)
         result.after = after.value
         result.sel_after = _sel_tail(ctx, bmc, result.notes)
@@ -201,6 +201,14 @@ def _refuse_if_in_service(ctx: ActionContext, node: str, op: PowerOp) -> None:
         )
 
 
+def _said(state: PowerState) -> str:
+    if state in (PowerState.ON, PowerState.OFF):
+        return f"powered {state.value}"
+    if state == PowerState.UNKNOWN:
+        return "in a power state it does not say (busy switching)"
+    return state.value  # powering on, powering off
+
+
 def _already(op: PowerOp, state: PowerState) -> bool:
     return (op == "on" and state == PowerState.ON) or (
         op in ("off", "soft_off") and state == PowerState.OFF
@@ -230,14 +238,17 @@ def _request(ctx: ActionContext, bmc: Bmc, op: PowerOp) -> None:
         raise
 
 
-def _await(ctx: ActionContext, bmc: Bmc, op: PowerOp) -> tuple[PowerState, bool]:
-    """Poll the power state until the BMC reports what `op` asked for or time runs out.
-    A cycle is done when the node is on again after having been seen off (or switching), or
-    when it has
-    stayed on for CYCLE_SETTLE seconds (some BMCs cycle faster than we poll)."""
+def _await(
+    ctx: ActionContext, bmc: Bmc, op: PowerOp, node: str, before: PowerState
+) -> tuple[PowerState, bool]:
+    """Poll the power state until the BMC reports what `op` asked for or time runs out,
+    reporting each state it changes to (a cycle: off, then on). A cycle is done when the
+    node is on again after having been seen off (or switching), or when it has stayed on
+    for CYCLE_SETTLE seconds (some BMCs cycle faster than we poll)."""
     deadline = time.monotonic() + ctx.settings.bmc.power_timeout.total_seconds()
     wanted = WANTED[op]
     pause, saw_off, state = POLL_FIRST, False, PowerState.UNKNOWN
+    shown = before
     on_since: float | None = None
     while True:
         ctx.checkpoint(f"polling {bmc.target.where()} for its power state")
@@ -245,6 +256,9 @@ def _await(ctx: ActionContext, bmc: Bmc, op: PowerOp) -> tuple[PowerState, bool]
             state = bmc.power_state()
         except TemporaryActionError:
             state = PowerState.UNKNOWN  # busy BMCs stop answering while they switch
+        if state != shown:
+            shown = state
+            ctx.report(Reading(f"{node} is {_said(state)}, says its BMC", state=state.value))
         # Off, or on its way off or back on: the BMC shows the cycle under way.
         saw_off = saw_off or state in (
             PowerState.OFF,

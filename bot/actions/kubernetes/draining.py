@@ -37,7 +37,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from bot.actions import cluster
-from bot.actions.context import ActionContext
+from bot.actions.context import ActionContext, Reading
 from bot.actions.kubernetes import api, budgets, waits
 from bot.errors import ActionError
 
@@ -325,7 +325,7 @@ def _report(ctx: ActionContext, pods: list[_Pod], shown: tuple[str, float]) -> t
     now, (last, at) = ctx.clock.monotonic(), shown
     if text == last or (last.endswith(waiting) and now - at < 1.0 and out < len(pods)):
         return shown
-    ctx.progress(text)
+    ctx.report(Reading(text, done=out, total=len(pods), unit="pods"))
     return text, now
 
 

@@ -23,13 +23,23 @@ def dependents(runbook: Runbook, step_id: str) -> tuple[str, ...]:
     """The later steps that read `steps.<step_id>`, transitively, in runbook order.
     Raises KeyError when the runbook has no step `step_id`."""
     ids = [step.id for step in runbook.steps]
-    start = ids.index(step_id) if step_id in ids else None
-    if start is None:
+    if step_id not in ids:
         raise KeyError(f"runbook {runbook.id} has no step {step_id!r}; its steps: {', '.join(ids)}")
-    reached = {step_id}
+    return _closure(runbook, [reads(step) for step in runbook.steps], ids.index(step_id))
+
+
+def every_step(runbook: Runbook) -> dict[str, tuple[str, ...]]:
+    """`dependents` of every step, reading each step's templates once (a card shows them
+    all: one parse per step, not one per pair)."""
+    read = [reads(step) for step in runbook.steps]
+    return {step.id: _closure(runbook, read, index) for index, step in enumerate(runbook.steps)}
+
+
+def _closure(runbook: Runbook, read: list[set[str]], start: int) -> tuple[str, ...]:
+    reached = {runbook.steps[start].id}
     found: list[str] = []
-    for step in runbook.steps[start + 1 :]:
-        if reads(step) & reached:
+    for step, used in zip(runbook.steps[start + 1 :], read[start + 1 :], strict=True):
+        if used & reached:
             reached.add(step.id)
             found.append(step.id)
     return tuple(found)

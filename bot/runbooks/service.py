@@ -75,10 +75,11 @@ def rows_in(session: Session, number: int) -> tuple[str, list[StepRow]]:
     frozen, runbook = engine.frozen_runbook(session, number)
     latest = engine.latest_runs(session, number)
     rows = []
+    following = dependents.every_step(runbook)
     for step in runbook.steps:
         run = latest.get(step.id)
         row = _row(session, step.id, engine.text(step.title), step.action, run)
-        rows.append(replace(row, dependents=dependents.dependents(runbook, step.id)))
+        rows.append(replace(row, dependents=following[step.id]))
     return f"{frozen.runbook_id} v{frozen.runbook_version}", rows
 
 

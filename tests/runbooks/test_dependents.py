@@ -12,7 +12,7 @@ import pytest
 from bot.clock import FrozenClock
 from bot.db import Database
 from bot.runbooks import service
-from bot.runbooks.dependents import dependents, reads
+from bot.runbooks.dependents import dependents, every_step, reads
 from bot.runbooks.loader import load_file, parse
 from bot.runbooks.schema import Runbook
 from tests.runbooks.rig import Rig
@@ -107,3 +107,11 @@ def test_step_rows_carry_each_steps_dependents(
         "ticket": (),
     }
     assert rows[0].as_dict()["dependents"] == ("cordon", "drain", "recheck")
+
+
+@pytest.mark.parametrize("path", sorted(Path("runbooks").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_step_at_once_agrees_with_each_step_asked_alone(path: Path) -> None:
+    runbook = load_file(path).runbook
+    at_once = every_step(runbook)
+    assert list(at_once) == [step.id for step in runbook.steps]
+    assert at_once == {step.id: dependents(runbook, step.id) for step in runbook.steps}

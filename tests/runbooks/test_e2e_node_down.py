@@ -164,7 +164,14 @@ def _card_lines(drive: Drive, number: int) -> str:
     with drive.rig.db.session() as session:
         view = cards.card(session, number, drive.rig.clock.now())
     _, rendered = blocks.card(view)
-    return "\n".join(str(block.get("text", {}).get("text", "")) for block in rendered)
+    texts = [str(block.get("text", {}).get("text", "")) for block in rendered]
+    texts += [
+        str(element.get("text", ""))
+        for block in rendered
+        if block["type"] == "context"
+        for element in block["elements"]
+    ]
+    return "\n".join(texts)
 
 
 def test_a_not_ready_alert_read_before_the_node_went_down_is_read_again_then_worked(

@@ -42,6 +42,10 @@ class EachView:
         )
 
 
+SURPRISES = ("expected ", "could not tell whether the read shows ")
+"""How `bot.runbooks.expecting.unexpected` begins what a step did not expect."""
+
+
 @dataclass(frozen=True)
 class StepView:
     """One step of the incident's runbook, as the card shows it."""
@@ -83,6 +87,14 @@ class StepView:
     def awaiting(self) -> bool:
         """Waiting for a person's decision: the card shows its buttons."""
         return self.state == "awaiting_approval"
+
+    @property
+    def surprise(self) -> str:
+        """What the step's reads saw that it did not expect ("expected the node NotReady, as
+        the alert says, but 4 reads over 1m30s did not show it"): the engine appends it to
+        the run's summary after " — ", for the card to show; "" when nothing surprised."""
+        _, sep, note = self.summary.rpartition(" — ")
+        return note if sep and note.startswith(SURPRISES) else ""
 
     @property
     def reproposable(self) -> bool:

@@ -295,3 +295,15 @@ def test_running_step_keeps_a_fresh_summary_and_drops_a_stale_one() -> None:
     )
     auto = step("approved", summary="k8s.node_status node=n1: runs automatically (read risk)")
     assert wording.step_state(auto, NOW) == "starting"
+
+
+def test_a_read_that_did_not_show_what_its_step_expected_is_a_surprise_the_card_says() -> None:
+    saw = (
+        "gpu-node-02: Ready=True since 03:10 — expected the node NotReady, as the alert says, "
+        "but 4 reads over 1m30s did not show it"
+    )
+    assert step("succeeded", summary=saw).surprise.startswith("expected the node NotReady")
+    unsure = "read failed — could not tell whether the read shows the node NotReady: timeout"
+    assert step("succeeded", summary=unsure).surprise.startswith("could not tell")
+    assert step("succeeded", summary="drained — 12 pods evicted").surprise == ""
+    assert step("succeeded", summary="gpu-node-02: Ready=False").surprise == ""

@@ -173,34 +173,31 @@ class SlackApp:
                 ack()
                 return
             who = self._clicker(user)
-            if decision == "approve" and self._approved_already(body, who, run):
-                ack()
-                return
+            hint = self._second_hint(who, run) if decision == "approve" else ""
             self._decide(
                 body,
                 run.incident_number,
                 lambda: self.decisions.step(who, run, decision),
+                hint=hint,
             )
             ack()
 
         return handle
 
-    def _approved_already(self, body: dict[str, Any], who: Clicker, run: StepRun) -> bool:
-        """A first approver pressing Approve again is told what to do instead: the step
-        waits for someone else, whom the card's Page the second line now button reaches."""
+    def _second_hint(self, who: Clicker, run: StepRun) -> str:
+        """What a first approver pressing Approve again is told to do instead, after the
+        engine's refusal (which says when and through which channel they approved: one
+        person counts once): the step waits for someone else, whom the card's Page the
+        second line now button reaches. Empty when they have not approved it."""
         view, step = self._step_view(run)
         if step is None or not step.approved_by(who.id):
-            return False
-        missing = max(step.approvals_required - step.approvals, 1)
+            return ""
         second = view.second_line
         whom = f" ({', '.join(second.names)})" if second is not None and second.names else ""
-        self._ephemeral(
-            body,
-            f"You already approved {step.title}; it needs {missing} more person"
-            f"{'s' if missing != 1 else ''} with a role. Press Page the second line now on "
-            f"the card to reach the second line{whom}, or ask another responder to approve.",
+        return (
+            f" Press Page the second line now on the card to reach the second line{whom}, "
+            "or ask another responder to approve."
         )
-        return True
 
     def _repropose_button(self, ack: Ack, body: dict[str, Any]) -> None:
         """Propose again a step that was skipped, failed, timed out, expired or was
@@ -539,11 +536,15 @@ class SlackApp:
         self._ephemeral(body, refusal)
         return False
 
-    def _decide(self, body: dict[str, Any], number: int, call: Callable[[], object]) -> None:
+    def _decide(
+        self, body: dict[str, Any], number: int, call: Callable[[], object], hint: str = ""
+    ) -> None:
+        """Make the decision; a refusal goes to the clicker alone, with `hint` (what to do
+        instead) after it."""
         try:
             call()
         except BotError as exc:
-            self._ephemeral(body, str(exc))
+            self._ephemeral(body, f"{exc}{hint}")
             return
         self.wake()
 

@@ -74,6 +74,8 @@ FAILED_NAMED = 5
 """Failed nodes the running step names; the rest are counted (the thread has every one)."""
 HISTORY_STEP = 160
 """How much of one ended step the history line shows."""
+SURPRISE = 400
+"""How much of what a step did not expect the history line shows."""
 DEPENDENTS_NAMED = 6
 PROPOSE_AGAIN = 3
 """Propose again buttons a card offers at most (the newest ends first)."""
@@ -341,6 +343,8 @@ def _rest(view: CardView, mentions: Mentions) -> Block:
         elif step.state != "succeeded":
             words = _say(partial(_state_of, step, view.now), mentions)
             text += f" ({clip(words, HISTORY_STEP, markup=True)})"
+        elif step.surprise:  # what the waiting decision may rest on: said in full
+            text += f" ({safe(step.surprise, SURPRISE)})"
         ended.append(text)
     history = f"📖 {safe(view.runbook or 'runbook', 100)}"
     if ended:

@@ -8,13 +8,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.browser.viewing import (
-    PHONE,
-    assert_contrast,
-    contrast,
-    first_screen,
-    in_view,
-)
+from tests.browser.measure import assert_contrast, contrast, first_screen, in_view
+from tests.browser.viewing import PHONE
 
 PAGE = """<!doctype html><html><head>
 <meta name="viewport" content="width=device-width, initial-scale=1"></head>

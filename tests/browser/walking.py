@@ -61,8 +61,9 @@ class Night:
         return self.pages["oncall"]
 
     def look(self, moment: str, *, decision: bool = True) -> None:
-        """The incident in the four combinations at `moment` (without viewers: nothing)."""
-        if self.viewers is not None:
+        """The incident in the four combinations at `moment`, once (without viewers:
+        nothing)."""
+        if self.viewers is not None and moment not in self.viewers.looked:
             self.viewers.look(self.number, moment, decision=decision, docs=self.docs.get(moment))
 
     def shows(self, step_id: str, text: str) -> None:

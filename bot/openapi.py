@@ -192,6 +192,58 @@ OPERATIONS: tuple[Operation, ...] = (
         note="The nodes running finish and no new node starts; the run ends cancelled with "
         "the nodes left listed. 409 when the step is not a running `for_each` step.",
     ),
+    _decision(
+        "repropose",
+        "Propose a step again",
+        requests.NoteRequest,
+        models.Decided,
+        note="For a step whose newest run was skipped, failed, timed out, expired or was "
+        "cancelled: a new attempt whose approvals start again; the later steps the bot "
+        "skipped by `when` are decided again in their turn. 409 while it runs, waits for a "
+        "decision or succeeded, or when its `when` is still false.",
+    ),
+    Operation(
+        "post",
+        "/api/incidents/{number}/page-second",
+        "Page the second line now",
+        {
+            200: Reply("Who was paged, and when.", models.SecondLinePaged),
+            400: _error("The body is not the JSON object described; `field` names it."),
+            401: NO_TOKEN,
+            404: NOT_FOUND,
+            409: _error(
+                "Refused: no role, the incident is resolved or closed, or its escalation "
+                "policy has no second level."
+            ),
+            413: _error(f"The body is larger than {requests.MAX_BODY_BYTES} bytes."),
+            503: UNAVAILABLE,
+        },
+        description="Pages level 2 of the incident's escalation policy now (as its timer "
+        "would; the caller is not paged): a first approver of a two-person step asks for "
+        "the second person. On an open incident the ladder moves to level 2.",
+        body=requests.PageSecondRequest,
+        security=("personalToken",),
+        body_required=False,
+    ),
+    Operation(
+        "post",
+        "/api/incidents/{number}/own",
+        "Take ownership of an incident",
+        {
+            200: Reply("The owner and the incident's status now.", models.Owned),
+            400: _error("The body is not the JSON object described; `field` names it."),
+            401: NO_TOKEN,
+            404: NOT_FOUND,
+            409: _error("Refused: no role, or the incident is resolved or closed."),
+            413: _error(f"The body is larger than {requests.MAX_BODY_BYTES} bytes."),
+            503: UNAVAILABLE,
+        },
+        description="The token's owner becomes the owner; an open incident is acknowledged "
+        'by it unless the body says `{"acknowledge": false}`.',
+        body=requests.OwnRequest,
+        security=("personalToken",),
+        body_required=False,
+    ),
     Operation(
         "post",
         "/api/incidents/{number}/split",

@@ -26,11 +26,13 @@ from bot.alerts import ingest, splitting, webhook
 from bot.api import models, splits
 from bot.api import requests as api_requests
 from bot.chat.console import SecurityHeaders, console_routes
+from bot.chat.decisions import pager_of
 from bot.chat.slack.app import SlackApp
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
 from bot.errors import (
+    ApprovalRefused,
     BotError,
     IncidentNotFound,
     MigrationsPending,
@@ -96,6 +98,7 @@ def build_app(
         return recent.by_status, recent.mtta, recent.mttr, outcomes
 
     frozen = escalation.frozen_policy(settings)
+    chat_pager = pager_of(settings)  # paging the second line now reaches chat as serve's does
     api_document = openapi.document()
     metrics = Metrics(open_counts, escalation_figures, history)
     slots: list[anyio.CapacityLimiter] = []
@@ -212,6 +215,7 @@ def build_app(
             params_hash=body.params_hash,
             count=body.count,
             override=body.override,
+            acknowledge=body.acknowledge,
         )
         return _answer(
             models.Approved(
@@ -222,19 +226,76 @@ def build_app(
         )
 
     def decide(
-        decision: Callable[..., StepRun], *, note_required: bool = False
+        decision: Callable[..., StepRun],
+        *,
+        note_required: bool = False,
+        acknowledges: bool = True,
     ) -> Callable[[Request], Any]:
-        """A POST endpoint for skip, done or cancel: body {"note": TEXT}, as the token's
-        owner."""
+        """A POST endpoint for skip, done, stop, repropose or cancel: body {"note": TEXT,
+        "acknowledge": BOOL}, as the token's owner (cancelling acknowledges nothing)."""
 
         async def endpoint(request: Request) -> Response:
             who = await decider(request)
             number = service.parse_ref(request.path_params["number"])
-            note = _note(await _decision_bytes(request), who, required=note_required)
-            run = await on_step(request, decision, number, who, note=note)
+            body = _parse(await _decision_bytes(request), api_requests.NoteRequest, who)
+            note = _note(body, required=note_required)
+            extra = {"acknowledge": body.acknowledge} if acknowledges else {}
+            run = await on_step(request, decision, number, who, note=note, **extra)
             return _answer(models.Decided(**_step_fields(number, run), summary=run.summary))
 
         return endpoint
+
+    async def page_second(request: Request) -> Response:
+        """Page the second level of the incident's escalation now, as the token's owner."""
+        who = await decider(request)
+        number = service.parse_ref(request.path_params["number"])
+        body = _parse(await _decision_bytes(request), api_requests.PageSecondRequest, who)
+        _decides(who, "page the second line")
+        why = (body.why or "").strip() or "a step waits for a second person's approval"
+        actor = log.Actor.deciding(who)
+
+        def page() -> escalation.SecondLine:
+            with db.transaction() as session:
+                return escalation.page_now(
+                    session, settings, number, actor=actor, now=clock.now(), why=why,
+                    chat=chat_pager,
+                )  # fmt: skip
+
+        paged = await run_in_threadpool(page)
+        if wake_chat is not None:
+            wake_chat()
+        assert paged.paged_at is not None
+        return _answer(
+            models.SecondLinePaged(
+                incident=f"INC-{number}",
+                names=list(paged.names),
+                level=paged.level,
+                paged_at=paged.paged_at.isoformat(),
+            )
+        )
+
+    async def own_incident(request: Request) -> Response:
+        """Take ownership of the incident as the token's owner (acknowledging it)."""
+        who = await decider(request)
+        number = service.parse_ref(request.path_params["number"])
+        body = _parse(await _decision_bytes(request), api_requests.OwnRequest, who)
+        _decides(who, "take ownership of")
+        actor = log.Actor.deciding(who)
+
+        def own() -> models.Owned:
+            with db.transaction() as session:
+                incident = escalation.own(
+                    session, number, who.id, actor=actor, at=clock.now(),
+                    acknowledge=body.acknowledge,
+                )  # fmt: skip
+                return models.Owned(
+                    incident=incident.ref, owner=who.id, status=str(incident.status)
+                )
+
+        owned = await run_in_threadpool(own)
+        if wake_chat is not None:
+            wake_chat()
+        return _answer(owned)
 
     async def on_step(
         request: Request,
@@ -362,6 +423,13 @@ def build_app(
             methods=["POST"],
         ),
         Route(
+            "/api/incidents/{number}/steps/{step}/repropose",
+            decide(runbooks.repropose),
+            methods=["POST"],
+        ),
+        Route("/api/incidents/{number}/page-second", page_second, methods=["POST"]),
+        Route("/api/incidents/{number}/own", own_incident, methods=["POST"]),
+        Route(
             "/api/incidents/{number}/steps/{step}/cancel",
             decide(runbooks.cancel),
             methods=["POST"],
@@ -432,9 +500,18 @@ async def _decision_bytes(request: Request) -> bytes:
     return await inputs.read_body(request.headers, request.stream(), MAX_DECISION_BYTES, hint=hint)
 
 
-def _note(body: bytes, who: people.Decider, *, required: bool) -> str | None:
+def _decides(who: people.Decider, what: str) -> None:
+    """Refuse (409) a token owner without a role, saying how to get one."""
+    if not who.roles:
+        raise ApprovalRefused(
+            f"{who.id} has no role and may not {what} incidents; an admin gives them one in "
+            "the `people` setting (responder, second_line or admin)"
+        )
+
+
+def _note(body: api_requests.NoteRequest, *, required: bool) -> str | None:
     """The note from `{"note": "replaced the cable"}`."""
-    note = _parse(body, api_requests.NoteRequest, who).note
+    note = body.note
     if required and not (note or "").strip():
         raise PayloadInvalid('say what was done: {"note": "replaced the cable"}', field="note")
     return note

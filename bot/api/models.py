@@ -170,6 +170,10 @@ class StepRow(Answer):
     run_id: int | None
     progress: StepProgress | None = None
     """A step over many nodes (`for_each`): its set and its nodes counted."""
+    dependents: list[str] = Field(
+        default_factory=list,
+        description="later steps that read this one: skipping it skips them too",
+    )
 
 
 class Steps(Answer):
@@ -197,6 +201,21 @@ class Decided(StepAnswer):
     """Where a skipped, done or cancelled step stands now."""
 
     summary: str
+
+
+class SecondLinePaged(Answer):
+    """Who the second level of the incident's escalation reaches, paged now."""
+
+    incident: str = REF
+    names: list[str] = Field(description="who it reaches, as people are shown")
+    level: int = Field(description="the escalation level paged, 1-based (2)")
+    paged_at: str = Field(description="when (ISO 8601, UTC)")
+
+
+class Owned(Answer):
+    incident: str = REF
+    owner: str
+    status: str = Field(description="the incident's status now (acknowledged, unless told not)")
 
 
 class Alive(Answer):

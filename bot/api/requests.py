@@ -59,18 +59,53 @@ class ApproveRequest(Decision):
         description="an admin only, with `count`: how many of the step's nodes may pass the "
         "circuit breaker's global cap (each one it lets through is logged)",
     )
+    acknowledge: bool = Field(
+        True,
+        description="deciding acknowledges an open incident (its escalation stops); "
+        "false: decide without acknowledging",
+    )
 
     EXAMPLE: ClassVar[str] = '{"params_hash": "...", "count": 32}'
 
 
 class NoteRequest(Decision):
-    """Skip, cancel or mark done a step, saying why or what was done."""
+    """Skip, cancel, stop, propose again or mark done a step, saying why or what was done."""
 
     note: str | None = Field(
-        None, max_length=MAX_NOTE, description="why, or what was done (required for done)"
+        None,
+        max_length=MAX_NOTE,
+        description="why, or what was done (required for done, and for skipping a step "
+        "later steps read)",
+    )
+    acknowledge: bool = Field(
+        True,
+        description="deciding (not cancelling) acknowledges an open incident (its "
+        "escalation stops); false: decide without acknowledging",
     )
 
     EXAMPLE: ClassVar[str] = '{"note": "replaced the cable"}'
+
+
+class PageSecondRequest(Decision):
+    """Page the second level of the incident's escalation now."""
+
+    why: str | None = Field(
+        None, max_length=MAX_NOTE, description="what you need them for (the page says it)"
+    )
+
+    EXAMPLE: ClassVar[str] = '{"why": "cordon needs a second approval"}'
+
+
+class OwnRequest(Decision):
+    """Take ownership of the incident (the token's owner becomes its owner)."""
+
+    acknowledge: bool = Field(
+        True,
+        description="deciding acknowledges an open incident (its escalation stops); "
+        "false: decide without acknowledging",
+    )
+
+    EXAMPLE: ClassVar[str] = '{"acknowledge": true}'
 
 
 D = TypeVar("D", bound=Decision)

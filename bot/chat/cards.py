@@ -13,9 +13,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from bot.actions import registry
-from bot.chat.views import CardView, EachView, EscalationView, LogLine, StepView
+from bot.chat.views import CardView, EachView, EscalationView, LogLine, SecondLineView, StepView
+from bot.config import Settings
 from bot.errors import BotError
-from bot.escalation import ladder
+from bot.escalation import ladder, second_level
 from bot.incidents import service as incidents
 from bot.incidents.models import Alert, LogEntry
 from bot.runbooks import foreach
@@ -29,9 +30,17 @@ TARGET_KEYS = ("node", "nodes", "gpu", "gpus", "queue", "namespace", "pod")
 """Parameters a confirm dialog names, in this order."""
 
 
-def card(session: Session, number: int, now: datetime, *, console: str | None = None) -> CardView:
+def card(
+    session: Session,
+    number: int,
+    now: datetime,
+    *,
+    console: str | None = None,
+    settings: Settings | None = None,
+) -> CardView:
     """The incident's card as it stands; `console` is the console's public URL, for a
-    link to the incident's page there."""
+    link to the incident's page there. With `settings`, the card names the second line
+    (who the next level pages) while a decision waits for a second person."""
     incident = incidents.get(session, number)
     alerts = incidents.alerts_of(session, number)
     frozen = session.get(IncidentRunbook, number)
@@ -62,7 +71,25 @@ def card(session: Session, number: int, now: datetime, *, console: str | None = 
         domain=incident.domain,
         merged_into=f"INC-{incident.merged_into}" if incident.merged_into is not None else None,
         symptoms=tuple(Counter(a.symptom for a in alerts if a.symptom is not None).most_common()),
+        second_line=_second_line(session, settings, number, now, steps),
     )
+
+
+def _second_line(
+    session: Session,
+    settings: Settings | None,
+    number: int,
+    now: datetime,
+    steps: tuple[StepView, ...],
+) -> SecondLineView | None:
+    """Read only when a step waits for more people than it has (it costs a policy read)."""
+    waiting = any(step.awaiting and step.approvals_required > 1 for step in steps)
+    if settings is None or not waiting:
+        return None
+    found = second_level.second_line(session, settings, number, now)
+    if found is None:
+        return None
+    return SecondLineView(names=found.names, level=found.level, paged_at=found.paged_at)
 
 
 def escalation(session: Session, number: int) -> EscalationView | None:
@@ -109,10 +136,12 @@ def log_lines(session: Session, number: int, first: int, last: int) -> list[LogL
 
 def _steps(session: Session, number: int) -> tuple[str, tuple[StepView, ...]]:
     runbook, rows = runbooks.rows_in(session, number)
-    return runbook, tuple(_step(row) for row in rows)
+    titles = {row.step: row.title for row in rows}
+    return runbook, tuple(_step(row, titles) for row in rows)
 
 
-def _step(row: StepRow) -> StepView:
+def _step(row: StepRow, titles: dict[str, str]) -> StepView:
+    dependents = tuple(row.dependents)
     return StepView(
         step=row.step,
         title=row.title,
@@ -130,6 +159,8 @@ def _step(row: StepRow) -> StepView:
         summary=row.summary,
         targets=targets_of(row.params),
         each=_each(row),
+        dependents=dependents,
+        dependent_titles=tuple(titles.get(step, step) for step in dependents),
     )
 
 
@@ -146,6 +177,7 @@ def _each(row: StepRow) -> EachView | None:
         left=progress["left"],
         failed_nodes=tuple(progress["failed_nodes"]),
         nodes=tuple(progress["nodes"]),
+        states=tuple(str(node.get("state", "left")) for node in progress["nodes"].values()),
         count=progress["total"] if foreach.needs_count(row.params, row.action) else None,
         stopped_by=progress["stopped_by"],
     )

@@ -23,6 +23,8 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
 from bot.errors import BotError
+from bot.escalation import SecondLine
+from bot.escalation.ladder import ChatPager
 from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.people import Decider
@@ -35,12 +37,28 @@ from bot.runbooks.models import StepRun
 logger = logging.getLogger(__name__)
 
 StepDecision = Literal["approve", "skip", "done", "stop"]
+DONE_NOTE = "say what was done, e.g. 'replaced the cable'"
+"""What a person marking a step done without a note reads (the surface's words)."""
 T = TypeVar("T")
 
 
 Clicker = Decider
 """Who clicked: a person (id, name, roles: strongest first, empty: they may look, not
 decide) through a channel (`slack`, `console`)."""
+
+
+def pager_of(settings: Settings) -> ChatPager | None:
+    """The chat that reaches people the ladder pages, as `serve` builds it: Slack through
+    the outbox, console users through the console, both when both are on."""
+    from bot.chat.console.chat import BothChats, ConsoleChat
+    from bot.chat.outbox import OutboxChat
+
+    slack = None
+    if settings.slack_enabled and settings.slack_channel is not None:
+        slack = OutboxChat(settings.slack_channel)
+    if settings.console.enabled:
+        return BothChats(slack, ConsoleChat())
+    return slack
 
 
 def no_role(what: str, hint: str = "to add you to the on-call user group") -> str:
@@ -59,12 +77,15 @@ class Decisions:
         clock: Clock,
         wake: Callable[[], None] = lambda: None,
         hint: str = "to add you to the on-call user group",
+        chat: ChatPager | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
         self.clock = clock
         self.wake = wake
         self.hint = hint
+        self.chat = chat if chat is not None else pager_of(settings)
+        """Who pages the second line now (`page_second`): as `serve`'s worker does."""
 
     def allowed(self, who: Clicker, number: int, what: str) -> str | None:
         """None when `who` may decide; else the refusal (already in the incident's log)."""
@@ -100,11 +121,14 @@ class Decisions:
         decision: StepDecision,
         note: str | None = None,
         count: int | None = None,
+        acknowledge: bool = True,
     ) -> StepRun:
-        """Approve, skip, mark done (`note` required) or stop the rest of the step `run` is
-        an attempt of. The caller checked `allowed`. Approving a change to many nodes names
-        `count`; a surface whose button can carry only the run (Slack) names the count of
-        the run it showed, which its hash binds to."""
+        """Approve, skip (a step later steps read needs a `note`), mark done (`note`
+        required) or stop the rest of the step `run` is an attempt of. The caller checked
+        `allowed`. Approving a change to many nodes names `count`; a surface whose button
+        can carry only the run (Slack) names the count of the run it showed, which its
+        hash binds to. Deciding acknowledges an open incident unless `acknowledge` is
+        False."""
         if count is None and foreach.needs_count(run.params, run.action):
             count = len(foreach.nodes_of(run.params))
         calls: dict[str, Callable[..., StepRun]] = {
@@ -114,7 +138,7 @@ class Decisions:
             "stop": partial(runbooks.stop, note=note),
         }
         if decision == "done" and not (note or "").strip():
-            raise BotError("say what was done in the note, e.g. 'replaced the cable'")
+            raise BotError(DONE_NOTE)
         done = calls[decision](
             self.db,
             run.incident_number,
@@ -122,8 +146,50 @@ class Decisions:
             who=who,
             clock=self.clock,
             settings=self.settings,
+            acknowledge=acknowledge,
         )
         return self._after(done)
+
+    def repropose(
+        self, who: Clicker, run: StepRun, note: str | None, acknowledge: bool = True
+    ) -> StepRun:
+        """Propose again the step `run` is an attempt of (its newest run was skipped,
+        failed, timed out, expired or cancelled): a new attempt whose approvals start
+        again; the steps after it are decided again in their turn."""
+        self._role(who, run.incident_number, "propose steps again on")
+        again = runbooks.repropose(
+            self.db,
+            run.incident_number,
+            run.step_id,
+            who=who,
+            clock=self.clock,
+            settings=self.settings,
+            note=note,
+            acknowledge=acknowledge,
+        )
+        return self._after(again)
+
+    def page_second(self, who: Clicker, number: int, why: str | None = None) -> SecondLine:
+        """Page the second level of the incident's escalation now (a first approver waits
+        for a second person); who it reached and when."""
+        self._role(who, number, "page the second line for")
+        actor = log.Actor.deciding(who)
+        reason = why or "a step waits for a second person's approval"
+
+        def page(session: Session, now: datetime) -> SecondLine:
+            return escalation.page_now(
+                session, self.settings, number, actor=actor, now=now, why=reason,
+                chat=self.chat,
+            )  # fmt: skip
+
+        paged = self.in_tx(page)
+        self.wake()
+        return paged
+
+    def _role(self, who: Clicker, number: int, what: str) -> None:
+        refused = self.allowed(who, number, what)
+        if refused is not None:
+            raise BotError(refused)
 
     def _after(self, run: StepRun) -> StepRun:
         self.wake()
@@ -134,10 +200,19 @@ class Decisions:
         self.in_tx(lambda s, now: escalation.acknowledge(s, number, actor=actor, at=now))
         self.wake()
 
-    def own(self, who: Clicker, number: int, owner: str | None = None) -> str:
-        """Make `owner` (default: the clicker) the incident's owner; the owner."""
+    def own(
+        self, who: Clicker, number: int, owner: str | None = None, acknowledge: bool = True
+    ) -> str:
+        """Make `owner` (default: the clicker) the incident's owner; the owner. Taking
+        ownership acknowledges an open incident unless `acknowledge` is False."""
         actor, owner = log.Actor.deciding(who), owner or who.id
-        self.in_tx(lambda s, now: incidents.assign_owner(s, number, owner, actor=actor, at=now))
+
+        self.in_tx(
+            lambda s, now: escalation.own(
+                s, number, owner, actor=actor, at=now, acknowledge=acknowledge,
+                decides=bool(who.roles),
+            )
+        )  # fmt: skip
         self.wake()
         return owner
 

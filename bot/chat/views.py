@@ -29,6 +29,9 @@ class EachView:
     count: int | None = None
     """The count an approval names ("Cordon 32 nodes of row/a"); None when it needs none."""
     stopped_by: str | None = None
+    states: tuple[str, ...] = ()
+    """Each node's state, in the order of `nodes` (`succeeded`, `running`, `failed`,
+    `left`, ...): what `wording.grid` draws; empty when not known."""
 
     @property
     def counted(self) -> str:
@@ -70,11 +73,41 @@ class StepView:
     dialog: a person confirms the exact targets, not a step id."""
     each: EachView | None = None
     """A step over many nodes: its set and progress; None for a step of one action."""
+    dependents: tuple[str, ...] = ()
+    """Step ids of later steps that read this one's result (`when`/`with`/`for_each`),
+    transitively, in runbook order: what skipping this step also skips."""
+    dependent_titles: tuple[str, ...] = ()
+    """The titles of `dependents`, in the same order: what a person reads."""
 
     @property
     def awaiting(self) -> bool:
         """Waiting for a person's decision: the card shows its buttons."""
         return self.state == "awaiting_approval"
+
+    @property
+    def reproposable(self) -> bool:
+        """Its newest run ended without doing its work (skipped, failed, timed out,
+        expired, cancelled): a person with a role may propose it again."""
+        return self.run_id is not None and self.state in REPROPOSABLE
+
+    @property
+    def running(self) -> bool:
+        """Approved and under way (or about to start): it shows progress, not buttons."""
+        return self.state in ("approved", "running")
+
+    @property
+    def folded(self) -> bool:
+        """Skipped, or not reached yet: folded into one line under the decision."""
+        return self.state in ("skipped", "not_reached")
+
+    @property
+    def two_person(self) -> bool:
+        """Needs two (or more) different people."""
+        return self.approvals_required > 1
+
+    def approved_by(self, person: str | None) -> bool:
+        """`person` has already approved this attempt (a second click would be refused)."""
+        return person is not None and person in self.approvers
 
     @property
     def stoppable(self) -> bool:
@@ -89,6 +122,23 @@ class StepView:
             return "Approve"
         verb = (self.action or self.step).rsplit(".", 1)[-1].replace("_", " ")
         return f"{verb[:1].upper()}{verb[1:]} {self.each.set}"
+
+
+REPROPOSABLE = frozenset({"skipped", "failed", "timed_out", "expired", "cancelled"})
+"""The states of a newest run a person may propose again."""
+
+
+@dataclass(frozen=True)
+class SecondLineView:
+    """Who the incident's next level pages (level 2 of its policy), for "waiting for one
+    more (second line: Bob, paged 03:14:07 UTC)" and the Page the second line now button."""
+
+    names: tuple[str, ...]
+    """Display names of the people (or group) that level pages."""
+    level: int
+    """The level, counted from 1 (2 for the second line)."""
+    paged_at: datetime | None = None
+    """When that level was last paged about this incident; None: not yet."""
 
 
 @dataclass(frozen=True)
@@ -153,10 +203,47 @@ class CardView:
     """`INC-4` when this incident was merged into another."""
     symptoms: tuple[tuple[str, int], ...] = ()
     """(runbook, alerts) attached as symptoms of this incident's cause, most first."""
+    second_line: SecondLineView | None = None
+    """Who the next level pages; None when the policy has none or the incident never pages."""
 
     @property
     def active(self) -> bool:
         return self.status in ("open", "acknowledged")
+
+    @property
+    def decision(self) -> StepView | None:
+        """The one step waiting for a person's decision (the first, in runbook order), or
+        None: nothing waits, or the incident is over."""
+        if not self.active:
+            return None
+        return next((step for step in self.steps if step.awaiting), None)
+
+    @property
+    def running_step(self) -> StepView | None:
+        """The step under way (approved or running), or None."""
+        return next((step for step in self.steps if step.running), None)
+
+    @property
+    def folded(self) -> tuple[StepView, ...]:
+        """Skipped and not-reached steps: one line that opens on demand."""
+        return tuple(step for step in self.steps if step.folded)
+
+    @property
+    def history(self) -> tuple[StepView, ...]:
+        """Every other step (ended, or a further one waiting): the card's collapsed
+        history, in runbook order."""
+        shown = (self.decision, self.running_step)
+        return tuple(
+            step for step in self.steps if not step.folded and all(step is not s for s in shown)
+        )
+
+    def waiting_for(self, person: str | None) -> str:
+        """Whether a decision waits for `person`: `you` (a step waits and they have not
+        approved it), `second` (they approved; it waits for someone else), `none`."""
+        step = self.decision
+        if step is None:
+            return "none"
+        return "second" if step.approved_by(person) else "you"
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ def restart(
     """Start the ladder of the incident's (new) severity from its first level: it reopened,
     or a more severe alert joined it. An incident from before escalation existed freezes
     `frozen` now."""
-    _cancel(session, incident.number, now, reason)
+    cancel(session, incident.number, now, reason)
     row = session.get(IncidentEscalation, incident.number)
     if row is None:
         row = IncidentEscalation(incident_number=incident.number, policy=frozen, updated_at=now)
@@ -133,12 +133,12 @@ def _arm_first(
     ladder = policy.policies.get(cast(Any, severity))
     if ladder is None or not ladder.levels:
         return None
-    due = _due(policy, ladder, now + ladder.levels[0].after)
-    _arm(session, number, "level", 0, 0, due, now)
+    due = deadline(policy, ladder, now + ladder.levels[0].after)
+    arm(session, number, "level", 0, 0, due, now)
     return due
 
 
-def _arm(
+def arm(
     session: Session, number: int, kind: Kind, round_: int, level: int, due: datetime,
     now: datetime,
 ) -> None:  # fmt: skip
@@ -156,7 +156,7 @@ def _arm(
     )
 
 
-def _due(policy: FrozenPolicy, ladder: Policy, at: datetime) -> datetime:
+def deadline(policy: FrozenPolicy, ladder: Policy, at: datetime) -> datetime:
     return policy.working_hours.next_start(at) if ladder.working_hours_only else at
 
 
@@ -172,7 +172,7 @@ def next_level(ladder: Policy, round_: int, level: int) -> tuple[int, int, timed
 # --- stopping ----------------------------------------------------------------------------
 
 
-def _cancel(session: Session, number: int, now: datetime, reason: str) -> int:
+def cancel(session: Session, number: int, now: datetime, reason: str) -> int:
     """Cancel the incident's pending timer; how many (0 or 1)."""
     result = session.connection().execute(
         update(_TIMERS)
@@ -186,7 +186,7 @@ def _cancel(session: Session, number: int, now: datetime, reason: str) -> int:
 def acknowledged(session: Session, incident: Incident, actor: log.Actor, now: datetime) -> None:
     """The incident was just acknowledged (row locked): stop the ladder, arm the
     acknowledgement timeout, tell paged targets."""
-    _cancel(session, incident.number, now, f"acknowledged by {actor.name}")
+    cancel(session, incident.number, now, f"acknowledged by {actor.name}")
     row = session.get(IncidentEscalation, incident.number)
     if row is None:
         return
@@ -194,16 +194,16 @@ def acknowledged(session: Session, incident: Incident, actor: log.Actor, now: da
     level = max(row.level, 0)
     if row.silenced_until is not None and as_utc(row.silenced_until) > now:
         # Silenced: the silence still ends when it was set to; its end arms the timeout.
-        _arm(session, incident.number, "resume", row.round, level, row.silenced_until, now)
+        arm(session, incident.number, "resume", row.round, level, row.silenced_until, now)
     elif ladder is not None and ladder.ack_timeout is not None:
         row.silenced_until = None
-        _arm(session, incident.number, "ack", row.round, level, now + ladder.ack_timeout, now)
+        arm(session, incident.number, "ack", row.round, level, now + ladder.ack_timeout, now)
     _follow_up(session, incident, "acknowledge", now, f"acknowledged by {actor.name}")
 
 
 def stopped(session: Session, incident: Incident, now: datetime, why: str) -> None:
     """The incident is over (resolved, closed): no more pages; paged targets hear it."""
-    _cancel(session, incident.number, now, why)
+    cancel(session, incident.number, now, why)
     _follow_up(session, incident, "resolve", now, why)
 
 
@@ -215,10 +215,10 @@ def silence(
     if not Status(incident.status).active:
         raise TransitionRefused(f"{incident.ref} is {incident.status}: nothing to silence")
     row = session.get(IncidentEscalation, incident.number)
-    _cancel(session, incident.number, now, f"silenced by {actor.name}")
+    cancel(session, incident.number, now, f"silenced by {actor.name}")
     if row is not None:
         row.silenced_until, row.updated_at = until, now
-        _arm(session, incident.number, "resume", row.round, max(row.level, 0), until, now)
+        arm(session, incident.number, "resume", row.round, max(row.level, 0), until, now)
     log.append(
         session,
         incident,
@@ -246,10 +246,10 @@ def _follow_up(session: Session, incident: Incident, event: str, now: datetime, 
             last[target] = sent
     for target, sent in last.items():
         if sent != event:
-            _queue_page(session, incident.number, None, target, event, -1, why, now)
+            queue_page(session, incident.number, None, target, event, -1, why, now)
 
 
-def _queue_page(
+def queue_page(
     session: Session, number: int, timer: int | None, target: str, event: str, level: int,
     text: str, now: datetime,
 ) -> None:  # fmt: skip
@@ -367,7 +367,7 @@ def _fire(
         row.silenced_until = None
         if status == Status.ACKNOWLEDGED:
             if ladder.ack_timeout is not None:
-                _arm(session, incident.number, "ack", row.round, row.level,
+                arm(session, incident.number, "ack", row.round, row.level,
                      now + ladder.ack_timeout, now)  # fmt: skip
             quiet = "the silence ended; the incident is acknowledged, so nobody is paged now"
             _note(session, incident, now, "escalation.resumed", quiet)
@@ -384,7 +384,7 @@ def _fire(
         then = None
         if ladder.ack_timeout is not None:
             then = now + ladder.ack_timeout
-            _arm(session, incident.number, "ack", timer.round, level, then, now)
+            arm(session, incident.number, "ack", timer.round, level, then, now)
         why = (
             f"acknowledged {format_duration(now - (incident.acknowledged_at or now))} ago by "
             f"{incident.acknowledged_by} and still not resolved"
@@ -394,8 +394,8 @@ def _fire(
         rung = next_level(ladder, timer.round, level)
         then = None
         if rung is not None:
-            then = _due(policy, ladder, now + rung[2])
-            _arm(session, incident.number, "level", rung[0], rung[1], then, now)
+            then = deadline(policy, ladder, now + rung[2])
+            arm(session, incident.number, "level", rung[0], rung[1], then, now)
         opened = format_duration(now - incident.opened_at)
         why = "just opened" if level == 0 and timer.round == 0 else f"unacknowledged for {opened}"
     text = _page_text(incident, why, level, len(ladder.levels), timer.round)
@@ -425,7 +425,7 @@ def _send(
         for person in paging.chat:
             chat.page(session, incident.number, person, text, now)
     for target in paging.targets:
-        _queue_page(session, incident.number, timer.id, target, "trigger", level, text, now)
+        queue_page(session, incident.number, timer.id, target, "trigger", level, text, now)
 
 
 def _paged_entry(

@@ -20,6 +20,15 @@ from bot.incidents import service as incidents
 from bot.incidents.models import Incident
 
 MAX_SILENCE = timedelta(days=7)
+DECIDING = {
+    "approve": "approving",
+    "skip": "skipping",
+    "done": "marking done",
+    "stop": "stopping the rest of",
+    "repropose": "proposing again",
+    "own": "taking ownership",
+}
+"""The decisions that acknowledge an open incident, as the log words them."""
 _frozen: list[tuple[object, dict[str, Any]]] = []
 
 
@@ -31,16 +40,65 @@ def frozen_policy(settings: Settings) -> dict[str, Any]:
 
 
 def acknowledge(
-    session: Session, number: int, *, actor: log.Actor, at: datetime, note: str | None = None
+    session: Session,
+    number: int,
+    *,
+    actor: log.Actor,
+    at: datetime,
+    note: str | None = None,
+    by: str | None = None,
+    decision: dict[str, Any] | None = None,
 ) -> Incident:
     """Acknowledge the incident and stop its ladder in the same transaction; its
-    acknowledgement timeout starts. A repeat changes nothing."""
+    acknowledgement timeout starts. A repeat changes nothing. `by` and `decision`: the
+    decision on it that acknowledges it (`incidents.acknowledge`)."""
     incident = incidents.get(session, number, lock=True)
     if incident.status == "acknowledged":
         return incident
-    incidents.acknowledge(session, number, actor=actor, at=at, note=note)
+    incidents.acknowledge(session, number, actor=actor, at=at, note=note, by=by, decision=decision)
     ladder.acknowledged(session, incident, actor, at)
     return incident
+
+
+def acknowledge_by_deciding(
+    session: Session,
+    number: int,
+    *,
+    actor: log.Actor,
+    at: datetime,
+    decision: str,
+    step: str | None = None,
+) -> bool:
+    """A person with a role decided on an OPEN incident (approved, skipped, marked done,
+    stopped or proposed again a step; took ownership): that is responding, so it is
+    acknowledged in the same transaction and its ladder stops. Whether it was."""
+    incident = incidents.get(session, number, lock=True)
+    if incident.status != "open":
+        return False
+    by = DECIDING[decision] + (f" step {step}" if step else "")
+    acknowledge(
+        session, number, actor=actor, at=at, by=by,
+        decision={"decision": decision, **({"step": step} if step else {})},
+    )  # fmt: skip
+    return True
+
+
+def own(
+    session: Session,
+    number: int,
+    owner: str,
+    *,
+    actor: log.Actor,
+    at: datetime,
+    acknowledge: bool = True,
+    decides: bool = True,
+) -> Incident:
+    """Make `owner` the incident's owner (taking ownership: `owner` is the actor); with
+    `acknowledge`, a person who `decides` (holds a role) acknowledges an open incident by
+    it first, in the same transaction."""
+    if acknowledge and decides:
+        acknowledge_by_deciding(session, number, actor=actor, at=at, decision="own")
+    return incidents.assign_owner(session, number, owner, actor=actor, at=at)
 
 
 def silence(

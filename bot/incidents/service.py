@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -110,9 +111,18 @@ def recent(session: Session, now: datetime, window: timedelta = timedelta(days=7
 
 
 def acknowledge(
-    session: Session, number: int, *, actor: log.Actor, at: datetime, note: str | None = None
+    session: Session,
+    number: int,
+    *,
+    actor: log.Actor,
+    at: datetime,
+    note: str | None = None,
+    by: str | None = None,
+    decision: dict[str, Any] | None = None,
 ) -> Incident:
-    """Acknowledge; the acknowledger becomes owner when there is none. Repeats are no-ops."""
+    """Acknowledge; the acknowledger becomes owner when there is none. Repeats are no-ops.
+    A decision that acknowledges says which (`by`: "approving step cordon", `decision`:
+    {"decision": "approve", "step": "cordon"}, kept in the entry's data)."""
     incident = get(session, number, lock=True)
     if incident.status == Status.ACKNOWLEDGED:
         return incident
@@ -122,6 +132,8 @@ def acknowledge(
     incident.owner = incident.owner or actor.id
     incident.updated_at = at
     summary = f"{actor.name} acknowledged {incident.ref}"
+    if by:
+        summary += f" by {by}"
     log.append(
         session,
         incident,
@@ -129,7 +141,7 @@ def acknowledge(
         actor=actor,
         type="incident.acknowledged",
         summary=f"{summary}: {note}" if note else summary,
-        data={"owner": incident.owner, "note": note},
+        data={"owner": incident.owner, "note": note, **(decision or {})},
     )
     return incident
 
@@ -179,8 +191,8 @@ def resolve(
     disposition = (disposition or "").strip() or None
     if incident.severity == Severity.CRITICAL and disposition is None:
         raise TransitionRefused(
-            f"{incident.ref} is critical: say what was done before resolving it "
-            '(--note "drained gpu-node-02, GPU 5 reset, back in service")'
+            f"{incident.ref} is critical: say what was done before resolving it, e.g. "
+            "'drained gpu-node-02, GPU 5 reset, back in service'"
         )
     incident.owner = owner or incident.owner or actor.id
     incident.status = Status.RESOLVED

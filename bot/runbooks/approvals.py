@@ -37,7 +37,7 @@ from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
 from bot.people import ROLE_ORDER, Decider
-from bot.runbooks import engine, foreach
+from bot.runbooks import dependents, engine, foreach
 from bot.runbooks.models import StepApproval, StepRun
 from bot.runbooks.nodes import incident_nodes
 from bot.runbooks.steps import StepState, check
@@ -187,6 +187,9 @@ def approve(
     names = " and ".join(a.approver for a in given)
     if len(given) < run.approvals_required:
         missing = run.approvals_required - len(given)
+        more = "one more person" if missing == 1 else f"{missing} more different people"
+        until = f" before {run.expires_at:%H:%M:%S} UTC" if run.expires_at else ""
+        run.summary = f"{shown(run)}: approved by {names}; needs {more}{until}"[:2000]
         log.append(
             session,
             incident,
@@ -201,6 +204,7 @@ def approve(
         return run
     run.decided_at = now
     run.actor = person
+    run.summary = f"{shown(run)}: approved by {names}"[:2000]
     named = {a.count for a in given}
     if foreach.is_for_each(run.params) and named == {len(foreach.nodes_of(run.params))}:
         run.approved_count = count  # every approver named it: the actions get an Allowance
@@ -223,6 +227,21 @@ def approve(
         },
     )
     return run
+
+
+def shown(run: StepRun) -> str:
+    """What a run does, as its summary starts: `(node=gpu-node-02, reason=XID)`, or
+    `k8s.drain on 32 nodes of row/a (...)` for a step over many nodes."""
+    brief = engine.brief(run.params, run.action)
+    return f"{run.action} {brief}" if foreach.is_for_each(run.params) else brief
+
+
+def approved_by(session: Session, run: StepRun) -> str:
+    """`approved by alice and bob`, or `approved automatically` (no approval needed)."""
+    given = approvals_of(session, run)
+    if not given:
+        return "approved automatically"
+    return f"approved by {' and '.join(a.approver for a in given)}"
 
 
 def _check_override(
@@ -270,7 +289,7 @@ def stop(
     if run.state in (S.AWAITING_APPROVAL, S.APPROVED):
         raise TransitionRefused(
             f"step {step_id} is {run.state.replace('_', ' ')} and no node has started: "
-            "cancel it instead (runbook-bot cancel INC-N STEP --as you)"
+            "cancel it instead"
         )
     if run.state != S.RUNNING:
         raise TransitionRefused(_decided(session, run))
@@ -342,10 +361,17 @@ def skip(
     settings: Settings,
     note: str | None = None,
 ) -> StepRun:
-    """A person decides a waiting step will not run; the runbook goes on."""
+    """A person decides a waiting step will not run; the runbook goes on. A step later
+    steps read (`dependents`) is skipped only with a reason: they may be skipped too."""
     person, role = who.id, role_of(who)
+    note = (note or "").strip() or None
     run = current_run(session, number, step_id, lock=True)
+    _, runbook = engine.frozen_runbook(session, number)
+    following = dependents.dependents(runbook, step_id)
+    if following and note is None:
+        raise ApprovalRefused(f"skipping {step_id} also skips {listed(following)}: say why")
     why = f": {note}" if note else ""
+    also = f" (also skips {listed(following)})" if following else ""
     return _end(
         session,
         run,
@@ -355,8 +381,18 @@ def skip(
         settings=settings,
         note=note,
         summary=f"skipped by {person}{why}",
-        logged=f"{person} ({role}) skipped step {step_id}{why}",
+        logged=f"{person} ({role}) skipped step {step_id}{why}{also}",
+        data={"dependents": list(following)},
     )
+
+
+def listed(steps: tuple[str, ...], most: int = 5) -> str:
+    """`drain, reset and power_cycle`; past `most`, `drain, reset, ... and 4 more`."""
+    if len(steps) > most:
+        return f"{', '.join(steps[: most - 1])} and {len(steps) - most + 1} more"
+    if len(steps) > 1:
+        return f"{', '.join(steps[:-1])} and {steps[-1]}"
+    return "".join(steps)
 
 
 def complete(
@@ -372,7 +408,7 @@ def complete(
     person, role = who.id, role_of(who)
     note = note.strip()
     if not note:
-        raise ApprovalRefused(f'say what was done: --note "replaced the cable" ({step_id})')
+        raise ApprovalRefused(f"say what was done for step {step_id}, e.g. 'replaced the cable'")
     run = current_run(session, number, step_id, lock=True)
     if run.kind != "manual":
         raise ApprovalRefused(
@@ -436,6 +472,7 @@ def _end(
     summary: str,
     logged: str,
     result: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None,
 ) -> StepRun:
     """End a run `who` decided on (skip, done, cancel): `summary` on the run, `logged`
     in the incident log; then the engine goes on (or stops, for a cancel)."""
@@ -454,7 +491,7 @@ def _end(
         now=now,
         actor=log.Actor.deciding(who),
         summary=logged,
-        data={"note": note},
+        data={"note": note, **(data or {})},
     )
     engine.advance(session, run.incident_number, now, settings)
     return run

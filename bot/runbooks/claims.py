@@ -84,6 +84,9 @@ def _claim(
     run.started_at = now
     run.lease_owner = owner
     run.lease_until = now + settings.worker_lease
+    # What the card shows while it runs (progress replaces it): never the proposal's
+    # "needs one person before ..." any more.
+    run.summary = f"{approvals.shown(run)}: running, {approvals.approved_by(session, run)}"
     summary = (
         f"step {run.step_id} started: {run.action} {engine.brief(run.params, run.action)} "
         f"as {run.actor} (attempt {run.attempt})"

@@ -19,6 +19,7 @@ Steps over many nodes (`for_each`) are left to the planner's own check of their 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -66,7 +67,7 @@ def replan(session: Session, number: int, now: datetime, settings: Settings) -> 
             if state in NOT_STARTED:
                 _supersede(session, incident, run, now, "an earlier step is proposed again")
                 changed += 1
-            elif _skipped_by_when(run):
+            elif skipped_by_when(run):
                 _void(session, incident, step, run, now)
                 changed += 1
             continue
@@ -89,7 +90,7 @@ def replan(session: Session, number: int, now: datetime, settings: Settings) -> 
     return changed
 
 
-def _skipped_by_when(run: StepRun) -> bool:
+def skipped_by_when(run: StepRun) -> bool:
     """A run the bot skipped because its `when` was false (not one a person skipped)."""
     return (
         run.state == S.SKIPPED
@@ -100,7 +101,7 @@ def _skipped_by_when(run: StepRun) -> bool:
 
 def _now_applies(step: Step, run: StepRun, context: dict[str, object]) -> bool:
     """A step the bot skipped by `when` whose `when` is true now."""
-    if step.when is None or not _skipped_by_when(run):
+    if step.when is None or not skipped_by_when(run):
         return False
     try:
         return bool(templates.evaluate(step.when, context))
@@ -119,7 +120,23 @@ def _params_changed(step: Step, run: StepRun, context: dict[str, object]) -> boo
 
 
 def _supersede(session: Session, incident: Incident, run: StepRun, now: datetime, why: str) -> None:
-    run.summary = f"superseded: {incident.ref} grew ({_scope(incident)}); {why}"
+    cause = f"{incident.ref} grew ({_scope(incident)}); {why}"
+    supersede(session, incident, run, now, cause, why=why)
+
+
+def supersede(
+    session: Session,
+    incident: Incident,
+    run: StepRun,
+    now: datetime,
+    cause: str,
+    *,
+    why: str | None = None,
+) -> None:
+    """End an open proposal that has not started (it expires, marked superseded, logged
+    with `cause`); `advance` proposes the step again in its turn, asking for approvals
+    again. Also what proposing an earlier step again does (`reproposing`)."""
+    run.summary = f"superseded: {cause}"
     run.finished_at = now
     engine.transition(
         session,
@@ -128,17 +145,43 @@ def _supersede(session: Session, incident: Incident, run: StepRun, now: datetime
         S.EXPIRED,
         now=now,
         actor=engine.BOT,
-        summary=f"step {run.step_id} proposal superseded: {incident.ref} grew "
-        f"({_scope(incident)}); {why} "
+        summary=f"step {run.step_id} proposal superseded: {cause} "
         "(a new attempt asks for approval again)",
-        data={"superseded": True, "why": why},
+        data={"superseded": True, "why": why or cause},
     )
 
 
 def _void(session: Session, incident: Incident, step: Step, run: StepRun, now: datetime) -> None:
-    """Void the bot's skip of `step`: a new attempt, recorded as expired, that `advance`
-    proposes again (judging its `when` afresh) when the step's turn comes."""
-    void = StepRun(
+    void(
+        session,
+        incident,
+        step,
+        run,
+        now,
+        summary=f"decided again in its turn: {incident.ref} grew ({_scope(incident)})",
+        logged=f"step {step.id} will be decided again in its turn: it was skipped by "
+        f"`when: {step.when}` before {incident.ref} became "
+        f"{incident.domain or 'a larger'}'s incident",
+    )
+
+
+def void(
+    session: Session,
+    incident: Incident,
+    step: Step,
+    run: StepRun,
+    now: datetime,
+    *,
+    summary: str,
+    logged: str,
+    actor: log.Actor = engine.BOT,
+    kind: str = "runbook.replanned",
+    data: dict[str, Any] | None = None,
+) -> StepRun:
+    """Void the bot's decision on `step` (a skip by `when`, or a run that ended): a new
+    attempt, recorded as expired, that `advance` proposes again (judging its `when`
+    afresh) when the step's turn comes; logged as `kind`."""
+    voided = StepRun(
         incident_number=incident.number,
         step_id=step.id,
         attempt=run.attempt + 1,
@@ -151,21 +194,23 @@ def _void(session: Session, incident: Incident, step: Step, run: StepRun, now: d
         proposed_at=now,
         finished_at=now,
         actor=engine.BOT.id,
-        summary=f"decided again in its turn: {incident.ref} grew ({_scope(incident)})",
+        summary=summary,
     )
-    session.add(void)
+    session.add(voided)
     session.flush()
     log.append(
         session,
         incident,
         at=now,
-        actor=engine.BOT,
-        type="runbook.replanned",
-        summary=f"step {step.id} will be decided again in its turn: it was skipped by "
-        f"`when: {step.when}` before {incident.ref} became "
-        f"{incident.domain or 'a larger'}'s incident",
-        data={"step": step.id, "attempt": void.attempt, "run": void.id, "when": step.when},
-    )
+        actor=actor,
+        type=kind,
+        summary=logged,
+        data={
+            "step": step.id, "attempt": voided.attempt, "run": voided.id, "when": step.when,
+            **(data or {}),
+        },
+    )  # fmt: skip
+    return voided
 
 
 def _scope(incident: Incident) -> str:

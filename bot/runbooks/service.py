@@ -3,19 +3,22 @@
 Each function is one transaction (two for an expired approval: the refusal writes
 nothing, then the expiry and the new proposal commit on their own). `step_rows` is what
 `runbook-bot steps` and `GET /api/incidents/{n}/steps` show. `resolve` resolves an
-incident and cancels its steps that have not started, together.
+incident and cancels its steps that have not started, together. A person's decision
+on a step (approve, skip, done, stop, propose again) acknowledges an open incident in
+its transaction unless they pass `acknowledge=False`: deciding is responding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from bot import escalation
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
@@ -25,7 +28,7 @@ from bot.incidents import log
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
 from bot.people import Decider
-from bot.runbooks import approvals, engine, foreach
+from bot.runbooks import approvals, dependents, engine, foreach, reproposing
 from bot.runbooks.models import StepRun
 
 
@@ -53,6 +56,8 @@ class StepRow:
     """The newest attempt's id: what chat buttons carry."""
     progress: dict[str, Any] | None = None
     """A step over many nodes (`foreach`): its set and its nodes counted (`progress_of`)."""
+    dependents: tuple[str, ...] = ()
+    """Later steps that read this one (`bot.runbooks.dependents`): skipping it skips them."""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -72,7 +77,8 @@ def rows_in(session: Session, number: int) -> tuple[str, list[StepRow]]:
     rows = []
     for step in runbook.steps:
         run = latest.get(step.id)
-        rows.append(_row(session, step.id, engine.text(step.title), step.action, run))
+        row = _row(session, step.id, engine.text(step.title), step.action, run)
+        rows.append(replace(row, dependents=dependents.dependents(runbook, step.id)))
     return f"{frozen.runbook_id} v{frozen.runbook_version}", rows
 
 
@@ -138,13 +144,18 @@ def approve(
     params_hash: str | None = None,
     count: int | None = None,
     override: int | None = None,
+    acknowledge: bool = True,
 ) -> StepRun:
     """`who` approves; with `count`, the node count of a step over many nodes, and with
-    `override` (an admin), how many of them may pass the breaker's global cap."""
+    `override` (an admin), how many of them may pass the breaker's global cap. Approving
+    acknowledges an open incident in the same transaction, unless `acknowledge` is False."""
     try:
         with db.transaction() as session:
+            now = clock.now()
+            if acknowledge:
+                _acknowledge(session, number, who, now, "approve", step_id)
             return approvals.approve(
-                session, number, step_id, who, clock.now(), settings, params_hash, count, override
+                session, number, step_id, who, now, settings, params_hash, count, override
             )
     except ApprovalExpired:
         with db.transaction() as session:
@@ -165,8 +176,11 @@ def stop(
     clock: Clock,
     settings: Settings,
     note: str | None = None,
+    acknowledge: bool = True,
 ) -> StepRun:
-    return _decide(approvals.stop, db, number, step_id, who, clock, settings, note)
+    return _decide(
+        approvals.stop, "stop", db, number, step_id, who, clock, settings, note, acknowledge
+    )
 
 
 def skip(
@@ -178,8 +192,12 @@ def skip(
     clock: Clock,
     settings: Settings,
     note: str | None = None,
+    acknowledge: bool = True,
 ) -> StepRun:
-    return _decide(approvals.skip, db, number, step_id, who, clock, settings, note)
+    """A step later steps read is skipped only with a `note` saying why."""
+    return _decide(
+        approvals.skip, "skip", db, number, step_id, who, clock, settings, note, acknowledge
+    )
 
 
 def complete(
@@ -191,8 +209,30 @@ def complete(
     clock: Clock,
     settings: Settings,
     note: str,
+    acknowledge: bool = True,
 ) -> StepRun:
-    return _decide(approvals.complete, db, number, step_id, who, clock, settings, note)
+    return _decide(
+        approvals.complete, "done", db, number, step_id, who, clock, settings, note, acknowledge
+    )
+
+
+def repropose(
+    db: Database,
+    number: int,
+    step_id: str,
+    *,
+    who: Decider,
+    clock: Clock,
+    settings: Settings,
+    note: str | None = None,
+    acknowledge: bool = True,
+) -> StepRun:
+    """Propose again a step whose newest run was skipped, failed, timed out, expired or
+    was cancelled (`bot.runbooks.reproposing`); its new attempt."""
+    return _decide(
+        reproposing.repropose, "repropose", db, number, step_id, who, clock, settings, note,
+        acknowledge,
+    )  # fmt: skip
 
 
 def cancel(
@@ -205,11 +245,13 @@ def cancel(
     settings: Settings,
     note: str | None = None,
 ) -> StepRun:
-    return _decide(approvals.cancel, db, number, step_id, who, clock, settings, note)
+    """Cancelling stops the runbook; it does not acknowledge (it is not responding)."""
+    return _decide(approvals.cancel, None, db, number, step_id, who, clock, settings, note, False)
 
 
 def _decide(
     decision: Callable[..., StepRun],
+    name: str | None,
     db: Database,
     number: int,
     step_id: str,
@@ -217,10 +259,32 @@ def _decide(
     clock: Clock,
     settings: Settings,
     extra: str | None,
+    acknowledge: bool,
 ) -> StepRun:
-    """`who`'s decision on a step (an `approvals` function) in its own transaction."""
+    """`who`'s decision on a step (an `approvals` function) in its own transaction; with
+    `acknowledge`, an open incident is acknowledged by it in the same one."""
     with db.transaction() as session:
-        return decision(session, number, step_id, who, clock.now(), settings, extra)
+        now = clock.now()
+        if acknowledge and name is not None:
+            _acknowledge(session, number, who, now, name, step_id)
+        return decision(session, number, step_id, who, now, settings, extra)
+
+
+def _acknowledge(
+    session: Session, number: int, who: Decider, now: datetime, decision: str, step: str
+) -> None:
+    """Acknowledge an open incident by `who`'s decision, before the decision is made in
+    the same transaction: a refusal raises and rolls both back, and the log reads "Alice
+    acknowledged INC-7 by approving step cordon", then the approval. The incident's runs
+    are locked first (the engine's lock order: runs, then the incident, then its timers).
+    A person without a role acknowledges nothing (the decision refuses them)."""
+    if not who.roles:
+        return
+    locked = select(StepRun.id).where(StepRun.incident_number == number).with_for_update()
+    session.execute(locked).all()
+    escalation.acknowledge_by_deciding(
+        session, number, actor=log.Actor.deciding(who), at=now, decision=decision, step=step
+    )
 
 
 def resolve(

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bot.chat.slack import blocks, mrkdwn
 from bot.chat.slack.blocks import escape
-from bot.chat.views import CardView, LogLine, StepView
+from bot.chat.views import CardView, EachView, LogLine, SecondLineView, StepView
 
 OPENED = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 NOW = OPENED + timedelta(minutes=42)
@@ -259,43 +259,54 @@ def section_lines(message: list[dict[str, Any]]) -> list[str]:
 # --- the card -------------------------------------------------------------------------------
 
 
-def test_xid_card_reads_header_status_facts_steps_then_buttons() -> None:
+def test_xid_card_leads_with_the_decision_then_facts_then_the_rest_in_one_line() -> None:
     text, message = blocks.card(xid_card())
 
-    assert text == "🔴 INC-7 critical: GPU 5 XID 79 on gpu-node-02 (open)"
+    assert text == (
+        "🔴 INC-7 critical: GPU 5 XID 79 on gpu-node-02 (open) · waiting for a decision: "
+        "Power cycle gpu-node-02"
+    )
     assert [block["type"] for block in message] == [
         "header",
         "context",
         "section",
-        "section",
         "actions",
         "section",
+        "context",
+        "actions",
         "actions",
     ]
     assert message[0]["text"]["text"] == "🔴 INC-7 critical: GPU 5 XID 79 on gpu-node-02"
     status = message[1]["elements"][0]["text"]
-    assert "*Open*" in status and "no owner" in status and "⏱ 42m" in status
-    assert "1/2 alerts firing: GpuXidError, GpuFellOffBus" in status
-    assert "<https://bot.example.com/incidents/7|open in console>" in status
-    assert [field["text"] for field in message[2]["fields"]] == [
+    # The header names the node already: the status line does not say it again.
+    assert status == (
+        "*Open* · since 03:00:00 UTC (42m) · no owner · 🔔 1/2 alerts firing: GpuXidError, "
+        "GpuFellOffBus · <https://bot.example.com/incidents/7|open in console>"
+    )
+    assert message[2]["text"]["text"] == (
+        "⏳ *Waiting for a decision: Power cycle gpu-node-02*\n"
+        "`bmc.power_cycle` node=gpu-node-02, bmc=10.0.0.12 · disruptive\n"
+        "approved by <@UALICE01>, waiting for one more\n"
+        "expires in 12m"
+    )
+    assert message[3]["block_id"] == "step:104"
+    assert [field["text"] for field in message[4]["fields"]] == [
         "*node*\ngpu-node-02",
         "*gpu*\n5",
         "*xid*\n79",
     ]
-    steps = message[3]["text"]["text"].split("\n")
-    assert steps[0] == "📖 *Runbook* gpu-xid v3"
-    assert steps[1].startswith("✅ *Read nvidia-smi and dmesg* · `gpu.diagnose` node=gpu-node-02")
-    assert steps[2].startswith("✅ *Cordon gpu-node-02*") and "1/1 (<@UBOB0001>)" in steps[2]
-    assert steps[3].startswith("❌ *Drain gpu-node-02*") and "PDB blocks eviction" in steps[3]
-    assert steps[4] == (
-        "⏳ *Power cycle gpu-node-02* · `bmc.power_cycle` node=gpu-node-02, bmc=10.0.0.12"
-        " · 1/2 (<@UALICE01>) · expires in 12m — waiting for a second approver"
-    )
-    assert message[4]["block_id"] == "step:104"
-    later = message[5]["text"]["text"].split("\n")
-    assert later[0].startswith("⏭ *Tell the training team*")
-    assert later[1].startswith("▫️ *Verify GPUs*")
-    assert [b["action_id"] for b in message[6]["elements"]] == [
+    rest = [element["text"] for element in message[5]["elements"]]
+    assert rest == [
+        "📖 gpu-xid v3: ✅ Read nvidia-smi and dmesg · ✅ Cordon gpu-node-02 · "
+        "❌ Drain gpu-node-02 (failed: PDB blocks eviction of train-7b-0)",
+        "⏭ 1 step skipped: Tell the training team · 1 not reached yet",
+        "🧵 the full log is in the thread",
+    ]
+    assert [(b["action_id"], b["text"]["text"]) for b in message[6]["elements"]] == [
+        ("step.repropose", "Propose again: Tell the training team"),
+        ("step.repropose.2", "Propose again: Drain gpu-node-02"),
+    ]
+    assert [b["action_id"] for b in message[7]["elements"]] == [
         "incident.ack",
         "incident.own",
         "incident.resolve",
@@ -309,7 +320,7 @@ def test_every_button_value_is_an_id_never_parameters() -> None:
 
     values = [button["value"] for button in buttons(message)]
     assert len(values) == 7
-    assert {int(value) for value in values} == {104, 1001, 7}
+    assert {int(value) for value in values} == {104, 105, 103, 7}
     assert not any("gpu-node" in value or "=" in value for value in values)
 
 
@@ -331,7 +342,7 @@ def test_disruptive_approve_is_danger_and_confirms_the_exact_targets() -> None:
     assert (skip["action_id"], skip["value"], "confirm" in skip) == ("step.skip", "104", False)
 
 
-def test_change_step_approves_in_one_tap_and_manual_step_is_done_or_skipped() -> None:
+def test_change_step_approves_in_one_tap_and_a_later_waiting_step_waits_its_turn() -> None:
     change = step(1, "awaiting_approval", risk="change", approvals_required=1)
     manual = StepView(
         step="call", title="Call the vendor", state="awaiting_approval", kind="manual", run_id=9
@@ -339,16 +350,142 @@ def test_change_step_approves_in_one_tap_and_manual_step_is_done_or_skipped() ->
     _, message = blocks.card(xid_card(steps=(change, manual)))
 
     by_block = {b["block_id"]: b["elements"] for b in message if b["type"] == "actions"}
+    assert set(by_block) == {"step:1001", "incident:7"}, "one decision at a time"
     approve, _ = by_block["step:1001"]
     assert (approve["text"]["text"], approve["style"], "confirm" in approve) == (
         "Approve",
         "primary",
         False,
     )
+    rest = next(b for b in message if b["type"] == "context" and "📖" in str(b))
+    assert "⏳ Call the vendor (waiting for someone to do it and mark it done)" in str(rest)
+    assert_within_limits(message)
+
+
+def test_manual_step_is_done_or_skipped_and_shows_what_to_do() -> None:
+    manual = StepView(
+        step="call",
+        title="Call the vendor",
+        state="awaiting_approval",
+        kind="manual",
+        run_id=9,
+        summary="Open a case with the vendor <!here>",
+    )
+    _, message = blocks.card(xid_card(steps=(manual,)))
+
+    decision = next(b for b in message if b["type"] == "section" and "⏳" in str(b))
+    assert decision["text"]["text"] == (
+        "⏳ *Waiting for a decision: Call the vendor*\n"
+        "waiting for someone to do it and mark it done\n"
+        "📋 Open a case with the vendor &lt;!here&gt;"
+    )
+    by_block = {b["block_id"]: b["elements"] for b in message if b["type"] == "actions"}
     assert [(b["action_id"], b["text"]["text"]) for b in by_block["step:9"]] == [
         ("step.done", "Done"),
         ("step.skip", "Skip"),
     ]
+
+
+def test_skip_of_a_step_others_depend_on_asks_why_and_says_what_it_also_skips() -> None:
+    cordon = StepView(
+        step="cordon",
+        title="Cordon the node",
+        state="awaiting_approval",
+        kind="action",
+        run_id=21,
+        action="k8s.cordon",
+        risk="change",
+        params={"node": "gpu-node-02"},
+        approvals_required=1,
+        dependents=("drain", "reset", "power_cycle"),
+        dependent_titles=("Drain the node", "Reset the GPU", "Power cycle the node"),
+    )
+    _, message = blocks.card(xid_card(steps=(cordon,)))
+
+    decision = next(b for b in message if b["type"] == "section" and "⏳" in str(b))
+    assert decision["text"]["text"].endswith(
+        "Skipping it also skips: Drain the node, Reset the GPU, Power cycle the node"
+    )
+    actions = next(b for b in message if b.get("block_id") == "step:21")["elements"]
+    assert [(b["action_id"], b["text"]["text"]) for b in actions] == [
+        ("step.approve", "Approve"),
+        ("step.skip_why", "Skip…"),
+    ]
+    modal = blocks.skip_modal(21, cordon.title, cordon.dependent_titles)
+    assert (modal["callback_id"], modal["private_metadata"]) == ("step.skip", "21")
+    assert modal["blocks"][0]["text"]["text"] == (
+        "*Skip Cordon the node?*\nThis also skips 3 later steps that need it: Drain the node, "
+        "Reset the GPU, Power cycle the node."
+    )
+    assert (modal["blocks"][1]["block_id"], modal["blocks"][1]["optional"]) == ("note", False)
+    assert len(modal["title"]["text"]) <= mrkdwn.MODAL_TITLE
+    assert_within_limits(modal["blocks"])
+
+
+def test_two_person_step_names_the_second_line_and_offers_to_page_it_now() -> None:
+    power = replace(xid_card().steps[3], summary="")
+    second = SecondLineView(names=("Bob",), level=2, paged_at=datetime(2026, 11, 30, 3, 14, 7))
+    _, message = blocks.card(xid_card(steps=(power,), second_line=second))
+
+    decision = next(b for b in message if b["type"] == "section" and "⏳" in str(b))
+    assert (
+        "approved by <@UALICE01>, waiting for one more (second line: Bob, paged 03:14:07 UTC)"
+        in decision["text"]["text"]
+    )
+    actions = next(b for b in message if b.get("block_id") == "step:104")["elements"]
+    assert [(b["action_id"], b["value"]) for b in actions] == [
+        ("step.approve", "104"),
+        ("step.skip", "104"),
+        ("incident.page_second", "7"),
+    ]
+    assert actions[2]["text"]["text"] == "Page the second line now"
+    nobody = replace(power, approvals=0, approvers=())
+    _, fresh = blocks.card(xid_card(steps=(nobody,), second_line=second))
+    assert "incident.page_second" not in str(fresh), "nobody approved yet: nothing to page for"
+
+
+def test_running_domain_step_shows_counts_and_a_grid_never_a_line_per_node() -> None:
+    nodes = tuple(f"a-{i:02d}" for i in range(1, 33))
+    states = ("succeeded",) * 12 + ("running",) * 4 + ("failed",) + ("left",) * 15
+    drain = StepView(
+        step="drain",
+        title="Drain the row",
+        state="running",
+        kind="action",
+        run_id=31,
+        action="k8s.drain",
+        risk="change",
+        each=EachView(
+            set="32 nodes of row/a",
+            total=32,
+            succeeded=12,
+            running=4,
+            failed=1,
+            left=15,
+            failed_nodes=("a-17",),
+            nodes=nodes,
+            count=32,
+            states=states,
+        ),
+        summary="k8s.drain on 32 nodes of row/a: needs one person naming the count (32) "
+        "before 03:20 UTC",
+    )
+    view = xid_card(steps=(drain,), domain="row/a", nodes=nodes, title="Hot row a")
+    _, message = blocks.card(view)
+
+    running = next(b for b in message if b["type"] == "section" and "🔄" in str(b))
+    assert running["text"]["text"] == (
+        "🔄 *Running: Drain the row*\n"
+        "`k8s.drain` on 32 nodes of row/a · change · running: done 12 · running 4 · failed 1 · "
+        "left 15\n"
+        "```■■■■■■■■■■■■▶▶▶▶\n✖□□□□□□□□□□□□□□□```\n"
+        "■ done · ▶ running · ✖ failed · □ left\n"
+        "failed: a-17"
+    )
+    assert "needs one person" not in str(message)
+    status = message[1]["elements"][0]["text"]
+    assert "row/a · 32 nodes" in status and "a-05" not in str(message)
+    assert [b["action_id"] for b in buttons(message)][0] == "step.stop"
     assert_within_limits(message)
 
 
@@ -383,11 +520,11 @@ def test_resolved_card_has_no_buttons_and_says_when_and_how() -> None:
 def test_card_without_runbook_says_so() -> None:
     _, message = blocks.card(xid_card(runbook=None, steps=(), facts={}))
 
-    assert [b["type"] for b in message] == ["header", "context", "section", "actions"]
-    assert "No runbook matched" in message[2]["text"]["text"]
+    assert [b["type"] for b in message] == ["header", "context", "context", "actions"]
+    assert "No runbook matched" in message[2]["elements"][0]["text"]
 
 
-def test_huge_incident_stays_within_every_limit_and_keeps_awaiting_buttons() -> None:
+def test_huge_incident_stays_within_every_limit_and_keeps_the_decision_first() -> None:
     view = xid_card(
         title="GPU fell off the bus " * 20,
         facts={f"gpu{i}": f"XID 79 at 00000000:{i:02X}:00.0 " * 30 for i in range(64)},
@@ -402,32 +539,26 @@ def test_huge_incident_stays_within_every_limit_and_keeps_awaiting_buttons() -> 
     text, message = blocks.card(view)
 
     assert_within_limits(message)
-    assert len(text) <= 300
-    assert len(message[2]["fields"]) == 10 and "*55 more*" in message[2]["fields"][-1]["text"]
+    assert len(text) <= 400
+    assert message[3]["block_id"] == "step:1003", "the decision's buttons come fourth"
+    facts = next(b for b in message if "fields" in b)
+    assert len(facts["fields"]) == 10 and "*55 more*" in facts["fields"][-1]["text"]
     status = message[1]["elements"][0]["text"]
     assert "and 3" in status and "more" in status
-    lines = [line for line in section_lines(message) if line[:1] in "✅⏳"]
-    assert len(lines) == 35, "35 steps fit as packed lines"
     assert {b["block_id"] for b in message if b["type"] == "actions"} == {
         "step:1003",
-        "step:1004",
         "incident:7",
     }
 
 
-def test_runbook_with_more_awaiting_steps_than_blocks_summarises_the_rest() -> None:
+def test_runbook_with_sixty_waiting_steps_shows_one_decision_in_a_short_card() -> None:
     view = xid_card(steps=tuple(step(i, "awaiting_approval") for i in range(60)))
     _, message = blocks.card(view)
 
     assert_within_limits(message)
-    assert len(message) >= 49, "each awaiting step costs two blocks: use all but one spare"
-    shown = [b for b in message if b.get("block_id", "").startswith("step:")]
-    assert [b["block_id"] for b in shown] == [f"step:{1000 + i}" for i in range(len(shown))]
-    note = section_lines(message)[-1]
-    assert note == (
-        f"… {60 - len(shown)} more steps ({60 - len(shown)} awaiting a decision:"
-        " see `runbook-bot steps`)"
-    )
+    assert len(message) <= 10
+    shown = [b["block_id"] for b in message if b.get("block_id", "").startswith("step:")]
+    assert shown == ["step:1000"]
     assert message[-1]["block_id"] == "incident:7"
 
 
@@ -610,6 +741,7 @@ def test_incident_list_shows_one_line_each_and_counts_the_rest() -> None:
     assert len(message) == 50
     assert message[0]["text"]["text"] == (
         "🟠 *INC-1* warning · open · &lt;!channel&gt; node 1 · 42m"
+        " · ⏳ decision waiting: Power cycle gpu-node-02"
     )
     assert message[-1]["text"]["text"] == "… and 11 more"
     assert text.startswith("60 incidents: INC-1, INC-2")

@@ -70,8 +70,16 @@ def _elements(chat: Chat) -> dict[str, dict[str, Any]]:
 
 
 def _text(chat: Chat) -> str:
+    """The card's texts: header, sections and context lines."""
     card = chat.cards()[-1]
-    return "\n".join(str(block.get("text", {}).get("text", "")) for block in card.blocks)
+    texts = [str(block.get("text", {}).get("text", "")) for block in card.blocks]
+    texts += [
+        str(element.get("text", ""))
+        for block in card.blocks
+        if block["type"] == "context"
+        for element in block["elements"]
+    ]
+    return "\n".join(texts)
 
 
 def test_slacks_approve_names_the_set_and_the_card_counts_the_nodes_and_names_failures(

@@ -79,12 +79,15 @@ def test_a_form_post_without_javascript_redirects_back_with_the_answer(
     csrf = login(client, "bob")
     answer = client.post(f"/incidents/{number}/ack", data={"csrf": csrf})
     assert answer.status_code == 303
-    assert answer.headers["location"] == f"/incidents/{number}"
+    assert answer.headers["location"] == f"/incidents/{number}#incident-actions"
     page = client.get(f"/incidents/{number}")
-    assert f"INC-{number} acknowledged" in page.text
+    actions = page.text.split('id="incident-actions"', 1)[1].split("</div>", 1)[0]
+    shown = 'class="feedback good" id="flash" role="status" aria-live="polite">'
+    assert f"{shown}INC-{number} acknowledged<" in actions
     assert 'data-status="acknowledged"' in page.text
     again = client.get(f"/incidents/{number}")
-    assert 'class="flash empty"' in again.text  # a flash is shown once
+    assert f"INC-{number} acknowledged<" not in again.text  # a flash is shown once
+    assert 'id="flash"' not in again.text
 
 
 def test_a_disruptive_step_needs_two_different_people(
@@ -112,7 +115,10 @@ def test_a_disruptive_step_needs_two_different_people(
     assert "someone else" in twice.json()["flash"]
     assert rig.approvals(number, "drain") == ["alice"]
     card = alice.get(f"/incidents/{number}/card")
-    assert "approvals 1 of 2" in card.text
+    assert "approved by you, waiting for one more" in card.text
+    assert 'data-action="approve"' not in card.text  # no Approve that would answer 409
+    assert 'data-waiting="second"' in card.text
+    assert 'data-action="approve"' in carol.get(f"/incidents/{number}/card").text
 
     second = click(carol, approve, carol_csrf, confirmed="1")
     assert second.json()["ok"] is True
@@ -137,7 +143,7 @@ def test_without_javascript_a_disruptive_approval_asks_on_a_page_naming_its_targ
     assert rig.approvals(number, "drain") == []
 
     done = client.post(approve, data={"csrf": csrf, "confirmed": "1"})
-    assert done.status_code == 303 and done.headers["location"] == f"/incidents/{number}"
+    assert done.status_code == 303 and done.headers["location"] == f"/incidents/{number}#decision"
     assert rig.approvals(number, "drain") == ["alice"]
 
 

@@ -51,10 +51,10 @@ def test_the_list_filters_by_status_and_severity(rig: ConsoleRig, browsers: Brow
     assert 'id="filters"' in page.text and 'table id="incidents"' in page.text
     assert 'option value="active" selected' in page.text
     in_table = page.text.split('id="incidents"', 1)[1]
-    assert rows(in_table) == [str(warning), str(critical)]  # active, newest first
+    assert rows(in_table) == [str(critical), str(warning)]  # active, critical first
     assert rows(client.get("/?status=all").text.split('id="incidents"', 1)[1]) == [
-        str(done), str(warning), str(critical)
-    ]  # fmt: skip
+        str(done), str(critical), str(warning)
+    ]  # critical first, newest first within  # fmt: skip
     resolved = client.get("/?status=resolved&severity=all").text.split('id="incidents"', 1)[1]
     assert rows(resolved) == [str(done)]
     warnings = client.get("/?status=all&severity=warning").text.split('id="incidents"', 1)[1]
@@ -125,10 +125,10 @@ def test_the_incident_page_shows_the_card_the_log_and_the_links(
     client = browsers()
     login(client, "alice")
     page = client.get(f"/incidents/{number}").text
-    assert f'<section id="card" data-status="open" data-incident="{number}">' in page
-    assert '<ol id="steps">' in page and 'data-step="status"' in page
+    assert f'<section id="card" data-status="open" data-incident="{number}"' in page
+    assert 'class="step" id="step-status"' in page and 'data-step="status"' in page
     assert "<dt>node</dt><dd>gpu-node-01</dd>" in page
-    assert "Runbook gpu-xid v1" in page and 'class="elapsed"' in page
+    assert "runbook gpu-xid v1" in page and 'class="elapsed"' in page
     for action in ("ack", "own", "resolve", "resolve-submit"):
         assert f'data-action="{action}"' in page, action
     assert 'textarea name="disposition"' in page

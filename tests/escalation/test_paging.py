@@ -259,7 +259,7 @@ def test_public_names_match_all() -> None:
     public = {name for name in vars(escalation) if not name.startswith("_")}
     modules = {
         "dingtalk", "email", "feishu", "health", "http", "ladder", "models", "oncall",
-        "pager", "pagerduty", "paging", "service", "targets", "webhook", "wecom",
+        "pager", "pagerduty", "paging", "second_level", "service", "targets", "webhook", "wecom",
     }  # fmt: skip
     assert set(escalation.__all__) == public - modules
 

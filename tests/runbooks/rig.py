@@ -144,7 +144,9 @@ class Rig:
             **extra,
         )
 
-    def skip(self, number: int, step: str, person: str, note: str | None = None) -> StepRun:
+    def skip(
+        self, number: int, step: str, person: str, note: str | None = None, **extra: Any
+    ) -> StepRun:
         return service.skip(
             self.db,
             number,
@@ -153,9 +155,10 @@ class Rig:
             clock=self.clock,
             settings=self.settings,
             note=note,
+            **extra,
         )
 
-    def done(self, number: int, step: str, person: str, note: str) -> StepRun:
+    def done(self, number: int, step: str, person: str, note: str, **extra: Any) -> StepRun:
         return service.complete(
             self.db,
             number,
@@ -164,4 +167,5 @@ class Rig:
             clock=self.clock,
             settings=self.settings,
             note=note,
+            **extra,
         )

@@ -228,7 +228,9 @@ def test_manual_steps_wait_for_a_person_who_marks_them_done_or_skips_them(rig: R
         "alice (responder) did step cable: reseated port 3"
     )
     assert entries["step.succeeded"].actor_id == "alice"
-    assert entries["step.skipped"].summary == "bob (responder) skipped step module: cable fixed it"
+    assert entries["step.skipped"].summary == (
+        "bob (responder) skipped step module: cable fixed it (also skips check)"
+    )
 
 
 def test_a_finished_runbook_is_logged_once(rig: Rig) -> None:

@@ -8,10 +8,11 @@ transaction, so a page exists if and only if what decided it commits.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from bot.chat import Chat
@@ -64,9 +65,21 @@ class BothChats:
         self.console.post(session, text, now)
 
 
-def paged(session: Session, person: str) -> list[tuple[Incident, str]]:
-    """Active, unacknowledged incidents `person` was paged to, newest first, each with
-    the text of the latest page."""
+@dataclass(frozen=True)
+class Paged:
+    """An incident a console user was paged to: the banner's one line."""
+
+    incident: Incident
+    text: str
+    """The latest page's text (its title, severity and why: shown on demand, not twice)."""
+    at: datetime
+    """When that page was stored."""
+
+
+def paged(session: Session, person: str) -> list[Paged]:
+    """Active incidents `person` was paged to and nobody acknowledged since (a first
+    approver paging the second line now pages after the acknowledgment), newest first,
+    each with its latest page."""
     stmt = (
         select(OutboxMessage, Incident)
         .join(Incident, Incident.number == OutboxMessage.incident_number)
@@ -74,15 +87,19 @@ def paged(session: Session, person: str) -> list[tuple[Incident, str]]:
             OutboxMessage.channel == CHANNEL,
             OutboxMessage.kind == PAGE,
             Incident.status.in_(ACTIVE_STATUSES),
-            Incident.acknowledged_by.is_(None),
+            or_(
+                Incident.acknowledged_at.is_(None),
+                OutboxMessage.created_at >= Incident.acknowledged_at,
+            ),
         )
         .order_by(OutboxMessage.id.desc())
     )
-    found: dict[int, tuple[Incident, str]] = {}
+    found: dict[int, Paged] = {}
     for row, incident in session.execute(stmt):
         if row.payload.get("who") == person and incident.number not in found:
-            found[incident.number] = (incident, str(row.payload.get("text", "")))
-    return sorted(found.values(), key=lambda pair: -pair[0].number)
+            text = str(row.payload.get("text", ""))
+            found[incident.number] = Paged(incident, text, row.created_at)
+    return sorted(found.values(), key=lambda one: -one.incident.number)
 
 
 def messages(session: Session, person: str, limit: int = 10) -> list[tuple[datetime, str]]:

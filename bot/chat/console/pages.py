@@ -10,12 +10,14 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from bot.chat import cards
-from bot.chat.console import chat
+from bot.chat.console import chat, waiting
 from bot.chat.views import CardView, LogLine
+from bot.config import Settings
 from bot.errors import RequestRejected
 from bot.incidents import filters
 from bot.incidents import service as incidents
 from bot.incidents.models import Incident
+from bot.people import Decider
 from bot.postmortem import followups
 from bot.postmortem.models import Followup
 
@@ -56,7 +58,10 @@ class Filters:
 @dataclass(frozen=True)
 class ListPage:
     incidents: list[Incident]
-    paged: list[tuple[Incident, str]]
+    """In the order of what needs the viewer (`waiting.ordered`)."""
+    waiting: dict[int, waiting.Waiting]
+    """What waits on each incident, as the viewer sees it (absent: nothing waits)."""
+    paged: list[chat.Paged]
     messages: list[tuple[datetime, str]]
 
 
@@ -65,22 +70,34 @@ class IncidentPage:
     card: CardView
     log: list[LogLine]
     followups: list[Followup]
-    paged: list[tuple[Incident, str]]
+    paged: list[chat.Paged]
     log_total: int
     """Entries in the whole log (`log` may be its last LOG_TAIL)."""
 
 
-def incident_list(session: Session, filters: Filters, user: str) -> ListPage:
+def incident_list(session: Session, filters: Filters, viewer: Decider) -> ListPage:
     found = incidents.list_incidents(
         session, status=filters.statuses(), severity=filters.severities(), limit=LIST_LIMIT
     )
-    return ListPage(found, chat.paged(session, user), chat.messages(session, user))
+    waits = waiting.of_incidents(session, [i.number for i in found], viewer)
+    return ListPage(
+        waiting.ordered(found, waits),
+        waits,
+        chat.paged(session, viewer.id),
+        chat.messages(session, viewer.id),
+    )
 
 
 def incident(
-    session: Session, number: int, user: str, now: datetime, *, whole_log: bool = False
+    session: Session,
+    number: int,
+    user: str,
+    now: datetime,
+    settings: Settings,
+    *,
+    whole_log: bool = False,
 ) -> IncidentPage:
-    card = cards.card(session, number, now)
+    card = cards.card(session, number, now, settings=settings)
     total = incidents.get(session, number).log_seq
     first = 1 if whole_log else max(1, total - LOG_TAIL + 1)
     return IncidentPage(
@@ -92,8 +109,9 @@ def incident(
     )
 
 
-def card(session: Session, number: int, now: datetime) -> CardView:
-    return cards.card(session, number, now)
+def card(session: Session, number: int, now: datetime, settings: Settings) -> CardView:
+    """The card alone (the page refreshes it in place), naming the second line."""
+    return cards.card(session, number, now, settings=settings)
 
 
 def log_after(session: Session, number: int, seq: int) -> list[LogLine]:

@@ -11,6 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markdown_it import MarkdownIt
 from markupsafe import Markup
 
+from bot.chat import wording
 from bot.chat.wording import elapsed, scope_line
 
 STATIC = {"console.js": "text/javascript", "console.css": "text/css"}
@@ -42,6 +43,11 @@ _env.filters["time"] = clock_time
 _env.filters["stamp"] = _stamp
 _env.globals["ago"] = _ago
 _env.globals["scope_line"] = scope_line
+_env.globals["status_line"] = wording.status_line
+_env.globals["step_state"] = wording.step_state
+_env.globals["waiting_for_second"] = wording.waiting_for_second
+_env.globals["folded_line"] = wording.folded_line
+_env.globals["grid"] = wording.grid
 
 
 def page(name: str, **context: Any) -> str:

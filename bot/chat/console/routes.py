@@ -3,8 +3,10 @@
 
 Without a login a page redirects (303) to `/login?next=...` and a POST answers 401. A POST
 with a missing or wrong CSRF token answers 403. A button answers JSON (`{"ok", "flash"}`)
-to the console's JavaScript (`Accept: application/json`), and otherwise a 303 back to the
-incident page with the answer in a one-time flash cookie, so buttons work without it.
+to the console's JavaScript (`Accept: application/json`), which shows it next to the
+control pressed; otherwise a 303 back to the incident page at the block the form named
+(`at`: `#decision`, `#incident-actions`, ...) with the answer in a one-time flash cookie,
+rendered in that block, so buttons work without it and the answer is where the finger is.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import cast
 from urllib.parse import parse_qs, quote
 
 import anyio
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
@@ -24,10 +27,10 @@ from starlette.routing import BaseRoute, Route
 
 from bot import inputs
 from bot.chat import cards
-from bot.chat.console import pages, render
+from bot.chat.console import pages, render, waiting
 from bot.chat.console.auth import Auth, LoginThrottled
 from bot.chat.console.proxy import ProxyPersonUnknown, TrustedProxy
-from bot.chat.console.sessions import COOKIE, FLASH, LOGIN, Login, Signer
+from bot.chat.console.sessions import COOKIE, FLASH, LOGIN, Flash, Login, Signer
 from bot.chat.decisions import Clicker, Decisions
 from bot.chat.views import CardView, LogLine
 from bot.chat.wording import escalation_line
@@ -35,6 +38,8 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database
 from bot.errors import BotError, IncidentNotFound, RequestRejected, StorageUnavailable
+from bot.escalation import oncall
+from bot.incidents import service as incidents
 from bot.postmortem import followups
 from bot.postmortem import service as postmortems
 from bot.postmortem.models import TYPES
@@ -58,6 +63,8 @@ LOGIN_CSRF_REFUSED = (
 )
 
 Handler = Callable[[Request], Awaitable[Response]]
+ANCHORS = ("decision", "running", "history", "folded", "incident-actions", "followups")
+"""The blocks a form may name (`at`) for its answer; the status line takes the rest."""
 
 
 class Unconfirmed(BotError):
@@ -107,6 +114,11 @@ class Console:
         )
         self.decisions = Decisions(settings, db, clock, wake, hint=NO_ROLE_HINT)
 
+    def who(self, person: str) -> str:
+        """A person id as the console shows it: their display name."""
+        found = self.auth.directory.get(person)
+        return found.name if found is not None else person
+
     def routes(self) -> list[BaseRoute]:
         step = "/incidents/{number}/steps/{run}"
         return [
@@ -128,29 +140,35 @@ class Console:
             Route(f"{step}/skip", self.button(self.skip, "decide on"), methods=["POST"]),
             Route(f"{step}/done", self.button(self.done, "decide on"), methods=["POST"]),
             Route(f"{step}/stop", self.button(self.stop, "decide on"), methods=["POST"]),
+            Route(f"{step}/repropose", self.button(self.repropose, "decide on"), methods=["POST"]),
+            Route(
+                "/incidents/{number}/page-second",
+                self.button(self.page_second, "page the second line for"),
+                methods=["POST"],
+            ),
             Route(
                 "/incidents/{number}/ack",
-                self.button(self.acknowledge, "acknowledge"),
+                self.button(self.acknowledge, "acknowledge", "incident-actions"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/own",
-                self.button(self.own, "take ownership of"),
+                self.button(self.own, "take ownership of", "incident-actions"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/resolve",
-                self.button(self.resolve, "resolve"),
+                self.button(self.resolve, "resolve", "incident-actions"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/followups",
-                self.button(self.add_followup, "add follow-ups to"),
+                self.button(self.add_followup, "add follow-ups to", "followups"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/followups/{followup}/done",
-                self.button(self.followup_done, "close follow-ups of"),
+                self.button(self.followup_done, "close follow-ups of", "followups"),
                 methods=["POST"],
             ),
         ]
@@ -302,7 +320,7 @@ class Console:
 
         def read() -> pages.ListPage:
             with self.db.session() as session:
-                return pages.incident_list(session, filters, user.id)
+                return pages.incident_list(session, filters, user)
 
         found = await run_in_threadpool(read)
         return self._html(
@@ -313,6 +331,8 @@ class Console:
             statuses=pages.STATUSES,
             severities=pages.SEVERITIES,
             incidents=found.incidents,
+            waiting=found.waiting,
+            nothing=waiting.NOTHING,
             paged=found.paged,
             messages=found.messages,
             now=self.clock.now(),
@@ -322,12 +342,13 @@ class Console:
         number = _number(request)
         whole = request.query_params.get("log") == "all"
 
-        def read() -> pages.IncidentPage:
+        def read() -> tuple[pages.IncidentPage, str]:
             with self.db.session() as session:
                 now = self.clock.now()
-                return pages.incident(session, number, user.id, now, whole_log=whole)
+                page = pages.incident(session, number, user.id, now, self.settings, whole_log=whole)
+                return page, self._viewer_note(session, user, page.card)
 
-        page = await run_in_threadpool(read)
+        page, note = await run_in_threadpool(read)
         flash = self.signer.read_flash(request.cookies.get(FLASH))
         response = self._html(
             "incident.html",
@@ -336,7 +357,9 @@ class Console:
             page=page,
             card=page.card,
             escalation=escalation_line(page.card),
-            flash=flash,
+            flash=_placed(flash, page.card),
+            viewer_note=note,
+            who=self.who,
             types=TYPES,
         )
         if flash is not None:
@@ -346,12 +369,37 @@ class Console:
     async def card(self, request: Request, login: Login, user: Clicker) -> Response:
         number = _number(request)
 
-        def read() -> CardView:
+        def read() -> tuple[CardView, str]:
             with self.db.session() as session:
-                return pages.card(session, number, self.clock.now())
+                card = pages.card(session, number, self.clock.now(), self.settings)
+                return card, self._viewer_note(session, user, card)
 
-        card = await run_in_threadpool(read)
-        return self._html("card.html", login, user, card=card, escalation=escalation_line(card))
+        card, note = await run_in_threadpool(read)
+        return self._html(
+            "card.html",
+            login,
+            user,
+            card=card,
+            escalation=escalation_line(card),
+            flash=None,
+            viewer_note=note,
+            who=self.who,
+        )
+
+    def _viewer_note(self, session: Session, user: Clicker, card: CardView) -> str:
+        """What a person without a role reads instead of buttons: they may look, and
+        whom to ask (the owner, else whoever is on call)."""
+        if user.roles:
+            return ""
+        ask = self.who(card.owner) + " (the owner)" if card.owner else None
+        if ask is None:
+            person = oncall.current(session, self.settings, card.now).person
+            ask = f"{self.who(person)} (on call)" if person else "a responder"
+        return (
+            f"You can look at {card.ref} but not decide: your login has no role. "
+            f"Ask {ask} to decide, or an admin to give you a role "
+            f"(console.users.{user.id}.roles in the settings)."
+        )
 
     async def postmortem(self, request: Request, login: Login, user: Clicker) -> Response:
         number, lang = _number(request), self._lang(request)
@@ -444,9 +492,10 @@ class Console:
 
     # --- buttons -------------------------------------------------------------------------
 
-    def button(self, decide: Decision, what: str) -> Handler:
+    def button(self, decide: Decision, what: str, at: str = "decision") -> Handler:
         """A POST that decides: login (401), CSRF (403), role (refused and logged), then
-        `decide`, which answers the flash text."""
+        `decide`, which answers the flash text; `at` is the block its answer goes to
+        without JavaScript (a form may name another of ANCHORS)."""
 
         async def endpoint(request: Request) -> Response:
             try:
@@ -492,15 +541,17 @@ class Console:
                 status, flash = 503, str(exc)
             if asked and "application/json" not in request.headers.get("accept", ""):
                 return self._confirm_page(request, login, user, asked[0])
-            return self._answer(request, number, status, flash)
+            named = form.get("at", "")
+            place = named if named in ANCHORS else at
+            return self._answer(request, number, status, Flash(flash, status == 200, place))
 
         return endpoint
 
-    def _answer(self, request: Request, number: int, status: int, flash: str) -> Response:
+    def _answer(self, request: Request, number: int, status: int, flash: Flash) -> Response:
         if "application/json" in request.headers.get("accept", ""):
-            body = json.dumps({"ok": status == 200, "flash": flash})
+            body = json.dumps({"ok": flash.ok, "flash": flash.text})
             return Response(body, status, media_type="application/json")
-        response = RedirectResponse(f"/incidents/{number}", 303)
+        response = RedirectResponse(f"/incidents/{number}#{flash.at}", 303)
         self.signer.set_flash(response, flash)
         return response
 
@@ -544,6 +595,18 @@ class Console:
             path=request.url.path,
         )
 
+    def repropose(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        note = form.get("note", "").strip() or None
+        run = self.decisions.repropose(user, self._run(number, form), note)
+        return (
+            f"INC-{run.incident_number} {run.step_id}: proposed again; it waits for a decision"
+        )
+
+    def page_second(self, user: Clicker, number: int, form: dict[str, str]) -> str:
+        second = self.decisions.page_second(user, number)
+        names = ", ".join(second.names) or f"level {second.level}"
+        return f"INC-{number}: paged the second line ({names}) now"
+
     def skip(self, user: Clicker, number: int, form: dict[str, str]) -> str:
         note = form.get("note", "").strip() or None
         run = self.decisions.step(user, self._run(number, form), "skip", note=note)
@@ -563,6 +626,15 @@ class Console:
 
     def resolve(self, user: Clicker, number: int, form: dict[str, str]) -> str:
         disposition = form.get("disposition", "").strip() or None
+        if disposition is None:
+            with self.db.session() as session:
+                critical = incidents.get(session, number).severity == "critical"
+            if critical:
+                raise BotError(
+                    f"INC-{number} is critical: write the disposition (what was done, what "
+                    "remains) before resolving, e.g. 'drained gpu-node-02, GPU 5 reset, back "
+                    "in service'"
+                )
         self.decisions.resolve(user, number, disposition)
         return f"INC-{number} resolved"
 
@@ -588,10 +660,40 @@ class Console:
 
 
 def _step_flash(run: StepRun, done: str) -> str:
+    """`INC-7 cordon: approved; it starts now`: what was done, and the state only when it
+    says more (never "approved (approved)")."""
     ref = f"INC-{run.incident_number} {run.step_id}"
     if run.state == "awaiting_approval":
-        return f"{ref}: your approval is recorded; {run.summary or 'it needs another'}"
-    return f"{ref}: {done} ({run.state.replace('_', ' ')})"
+        return f"{ref}: your approval is recorded; it waits for one more person to approve"
+    state = run.state.replace("_", " ")
+    then = {
+        "approved": "it starts now",
+        "running": "it is running",
+        "succeeded": "it is done",
+        "failed": "it failed",
+    }.get(run.state, f"it is {state}")
+    if run.state != "approved" and (state == done or run.state == "succeeded"):
+        return f"{ref}: {done}"
+    return f"{ref}: {done}; {then}"
+
+
+def _placed(flash: Flash | None, card: CardView) -> Flash | None:
+    """The flash in a block the page shows: the one its form named when it is there (a
+    step that ran may have left #running), else #decision, else the status line."""
+    if flash is None:
+        return None
+    shown = {"followups", "status-line"}
+    if card.active:
+        shown |= {"decision", "incident-actions"}
+    if card.running_step is not None:
+        shown.add("running")
+    if card.history:
+        shown.add("history")
+    if card.folded:
+        shown.add("folded")
+    if flash.at in shown:
+        return flash
+    return Flash(flash.text, flash.ok, "decision" if card.active else "status-line")
 
 
 def _count(form: dict[str, str]) -> int | None:

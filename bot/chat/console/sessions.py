@@ -30,6 +30,16 @@ so a form posted from another site, which can neither read nor set it, is refuse
 
 
 @dataclass(frozen=True)
+class Flash:
+    """The answer to a click without JavaScript, shown once on the next page, next to
+    the control that was pressed: `at` names its block (`decision`, `incident-actions`)."""
+
+    text: str
+    ok: bool = True
+    at: str = "decision"
+
+
+@dataclass(frozen=True)
 class Login:
     user: str
     expires: int
@@ -127,18 +137,23 @@ class Signer:
     def login_token_ok(cookie: str | None, token: str | None) -> bool:
         return bool(cookie) and bool(token) and hmac.compare_digest(str(cookie), str(token))
 
-    def set_flash(self, response: Response, text: str) -> None:
+    def set_flash(self, response: Response, flash: Flash) -> None:
         """The answer to a click without JavaScript, shown once on the next page."""
-        value = self._flash.dumps(text[:500])
+        value = self._flash.dumps([flash.text[:500], flash.ok, flash.at[:40]])
         response.set_cookie(
             FLASH, value, max_age=60, httponly=True, samesite="lax", secure=self.secure, path="/"
         )
 
-    def read_flash(self, value: str | None) -> str | None:
+    def read_flash(self, value: str | None) -> Flash | None:
         if not value or len(value) > 4096:
             return None
         try:
-            text = self._flash.loads(value)
+            found = self._flash.loads(value)
         except BadSignature:
             return None
-        return text if isinstance(text, str) else None
+        if not (isinstance(found, list) and len(found) == 3):
+            return None
+        text, ok, at = found
+        if not (isinstance(text, str) and isinstance(ok, bool) and isinstance(at, str)):
+            return None
+        return Flash(text, ok, at)

@@ -39,6 +39,7 @@ from bot.chat.models import ChatCard, SlackRequest
 from bot.chat.slack import blocks, ids
 from bot.chat.slack.client import SlackApi
 from bot.chat.slack.people import PREFIX, Roles, person
+from bot.chat.views import CardView, StepView
 from bot.clock import Clock
 from bot.config import Settings
 from bot.db import Database, insert_new
@@ -107,6 +108,7 @@ class SlackApp:
         self.app.middleware(ids.refuse_bad_ids)
         self.app.action("step.approve")(self._step_button("approve"))
         self.app.action("step.skip")(self._step_button("skip"))
+        self.app.action("step.skip_why")(self._skip_why_button)
         self.app.action("step.done")(self._done_button)
         self.app.action("step.stop")(self._step_button("stop"))
         self.app.action("incident.ack")(
@@ -117,7 +119,8 @@ class SlackApp:
         )
         self.app.action("incident.resolve")(self._resolve_button)
         self.app.view("incident.resolve")(self._resolve_submitted)
-        self.app.view("step.done")(self._done_submitted)
+        self.app.view("step.done")(self._step_submitted("done"))
+        self.app.view("step.skip")(self._step_submitted("skip"))
         self.app.command("/incident")(self._command)
 
     def wake(self) -> None:
@@ -166,6 +169,9 @@ class SlackApp:
                 ack()
                 return
             who = self._clicker(user)
+            if decision == "approve" and self._approved_already(body, who, run):
+                ack()
+                return
             self._decide(
                 body,
                 run.incident_number,
@@ -174,6 +180,34 @@ class SlackApp:
             ack()
 
         return handle
+
+    def _approved_already(self, body: dict[str, Any], who: Clicker, run: StepRun) -> bool:
+        """A first approver pressing Approve again is told what to do instead: the step
+        waits for someone else, whom the card's Page the second line now button reaches."""
+        view, step = self._step_view(run)
+        if step is None or not step.approved_by(who.id):
+            return False
+        missing = max(step.approvals_required - step.approvals, 1)
+        second = view.second_line
+        whom = f" ({', '.join(second.names)})" if second is not None and second.names else ""
+        self._ephemeral(
+            body,
+            f"You already approved {step.title}; it needs {missing} more person"
+            f"{'s' if missing != 1 else ''} with a role. Press Page the second line now on "
+            f"the card to reach the second line{whom}, or ask another responder to approve.",
+        )
+        return True
+
+    def _skip_why_button(self, ack: Ack, body: dict[str, Any]) -> None:
+        """Skip of a step others depend on: a dialog says what it also skips and asks why."""
+        user = _user(body)
+        run = self._run(body)
+        if run is not None and self._allowed(user, run.incident_number, body, "decide on"):
+            _, step = self._step_view(run)
+            title = step.title if step is not None else run.step_id
+            also = step.dependent_titles if step is not None else ()
+            self._open(body, blocks.skip_modal(run.id, title, also))
+        ack()
 
     def _done_button(self, ack: Ack, body: dict[str, Any]) -> None:
         user = _user(body)
@@ -221,21 +255,27 @@ class SlackApp:
             return
         ack()
 
-    def _done_submitted(self, ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
-        user = _user(body)
-        note = _input(view, "note")
-        with self.db.session() as session:
-            run = session.get(StepRun, inputs.parse_id(view.get("private_metadata"), "the step"))
-        who = self._clicker(user)
-        if run is None or not who.roles:
-            ack(response_action="errors", errors={"note": decisions.no_role("decide on")})
-            return
-        try:
-            self.decisions.step(who, run, "done", note=note)
-        except BotError as exc:
-            ack(response_action="errors", errors={"note": str(exc)[:150]})
-            return
-        ack()
+    def _step_submitted(self, decision: decisions.StepDecision) -> Callable[..., None]:
+        """The Done and Skip dialogs: the note is required; a refusal shows under it."""
+
+        def handle(ack: Ack, body: dict[str, Any], view: dict[str, Any]) -> None:
+            user = _user(body)
+            note = _input(view, "note")
+            with self.db.session() as session:
+                run_id = inputs.parse_id(view.get("private_metadata"), "the step")
+                run = session.get(StepRun, run_id)
+            who = self._clicker(user)
+            if run is None or not who.roles:
+                ack(response_action="errors", errors={"note": decisions.no_role("decide on")})
+                return
+            try:
+                self.decisions.step(who, run, decision, note=note)
+            except BotError as exc:
+                ack(response_action="errors", errors={"note": str(exc)[:150]})
+                return
+            ack()
+
+        return handle
 
     # --- /incident ---------------------------------------------------------------------
 
@@ -271,7 +311,8 @@ class SlackApp:
         number = int(REF.match(args[0]).group(1))  # type: ignore[union-attr]
         if verb == "show":
             with self.db.session() as session:
-                return blocks.card(cards.card(session, number, now), self.mentions)
+                shown = cards.card(session, number, now, settings=self.settings)
+                return blocks.card(shown, self.mentions)
         if verb == "postmortem":
             return self._postmortem(number, args[1:], now)
         who = self._clicker(user)
@@ -466,6 +507,15 @@ class SlackApp:
             self._ephemeral(body, str(exc))
             return
         self.wake()
+
+    def _step_view(self, run: StepRun) -> tuple[CardView, StepView | None]:
+        """The card as it stands and the step `run` is the newest attempt of (None when a
+        newer attempt replaced it)."""
+        with self.db.session() as session:
+            view = cards.card(
+                session, run.incident_number, self.clock.now(), settings=self.settings
+            )
+        return view, next((step for step in view.steps if step.run_id == run.id), None)
 
     def _run(self, body: dict[str, Any]) -> StepRun | None:
         value = _value(body)

@@ -240,7 +240,9 @@ class SlackSender:
             card = session.get(ChatCard, row.incident_number)
             console = self.settings.console
             link = console.public_url if console.enabled else None
-            view = cards.card(session, row.incident_number, now, console=link)
+            view = cards.card(
+                session, row.incident_number, now, console=link, settings=self.settings
+            )
             d.text, d.blocks = blocks.card(view, self.directory.slack_id)
             d.ts, d.since = (card.ts if card is not None else None), row.created_at
             return d

@@ -8,13 +8,53 @@
   function csrf() { return document.body.getAttribute("data-csrf") || ""; }
   function byId(id) { return document.getElementById(id); }
 
-  function showFlash(text, ok) {
-    var el = byId("flash");
+  // --- feedback where the finger is -----------------------------------------------------
+  // The answer to a click goes in the .feedback slot of the block the pressed control is
+  // in ([data-feedback-at]: #decision, #running, #incident-actions, ...), and stays there
+  // when the card is refreshed under it; the slot showing it also answers to #flash.
+  var lastFeedback = null;
+
+  function blockOf(el) {
+    var block = el && el.closest ? el.closest("[data-feedback-at]") : null;
+    return block ? block.getAttribute("data-feedback-at") : "decision";
+  }
+
+  function slotFor(at) {
+    var names = [at, "decision", "status-line"];
+    for (var i = 0; i < names.length; i++) {
+      var block = document.querySelector('[data-feedback-at="' + names[i] + '"]');
+      var slot = block && block.querySelector(":scope > .feedback");
+      if (slot) { return slot; }
+    }
+    return byId("flash");
+  }
+
+  function renderFeedback() {
+    if (!lastFeedback) { return; }
+    document.querySelectorAll(".feedback").forEach(function (el) {
+      if (el.id === "flash") { el.removeAttribute("id"); }
+      el.textContent = "";
+      el.classList.add("empty");
+      el.classList.remove("good", "bad");
+    });
+    var el = slotFor(lastFeedback.at);
     if (!el) { return; }
-    el.textContent = text;
+    el.id = "flash";
+    el.textContent = lastFeedback.text;
     el.classList.remove("empty");
-    el.classList.toggle("bad", !ok);
-    el.classList.toggle("good", !!ok);
+    el.classList.toggle("bad", !lastFeedback.ok);
+    el.classList.toggle("good", !!lastFeedback.ok);
+    var folded = el.closest("details");
+    if (folded) { folded.open = true; }
+    var box = el.getBoundingClientRect();
+    if (box.top < 0 || box.bottom > window.innerHeight) {
+      el.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  function showFlash(text, ok, at) {
+    lastFeedback = { text: text, ok: !!ok, at: at || "decision" };
+    renderFeedback();
   }
 
   function fetchDoc(url) {
@@ -54,7 +94,21 @@
       if (writing()) { scheduleCard(2000); return; }
       var fresh = doc.body.querySelector("#card") || doc.getElementById("card");
       var old = byId("card");
-      if (fresh && old) { old.replaceWith(document.importNode(fresh, true)); }
+      if (!fresh || !old) { return; }
+      // What the person opened stays open: the folded steps, the node lists, the details.
+      var opened = [];
+      old.querySelectorAll("details[open]").forEach(function (d) {
+        var step = d.closest("[data-step]");
+        opened.push((d.id || d.className) + "@" + (step ? step.getAttribute("data-step") : ""));
+      });
+      var node = document.importNode(fresh, true);
+      node.querySelectorAll("details").forEach(function (d) {
+        var step = d.closest("[data-step]");
+        var key = (d.id || d.className) + "@" + (step ? step.getAttribute("data-step") : "");
+        if (opened.indexOf(key) >= 0) { d.open = true; }
+      });
+      old.replaceWith(node);
+      renderFeedback();
     });
   }
   function scheduleCard(delay) {
@@ -64,6 +118,8 @@
 
   // --- buttons -------------------------------------------------------------------------
   function send(form) {
+    var at = blockOf(form);
+    lastFeedback = null;
     var buttons = form.querySelectorAll("button");
     buttons.forEach(function (b) { b.disabled = true; });
     fetch(form.getAttribute("action"), {
@@ -78,7 +134,7 @@
         return r.text().then(function (t) { return { ok: false, flash: t || ("HTTP " + r.status) }; });
       })
       .then(function (answer) {
-        showFlash(answer.flash, answer.ok);
+        showFlash(answer.flash, answer.ok, at);
         if (answer.ok) {
           form.reset();
           form.classList.remove("open");
@@ -93,7 +149,7 @@
         refreshCard();
       })
       .catch(function () {
-        showFlash("could not reach runbook-bot; check your connection and try again", false);
+        showFlash("could not reach runbook-bot; check your connection and try again", false, at);
       })
       .then(function () { buttons.forEach(function (b) { b.disabled = false; }); });
   }

@@ -29,11 +29,12 @@ def test_a_viewer_sees_no_decision_and_one_posted_anyway_is_refused_and_logged(
     number = first_incident(page)
     open_incident(page, demo, number)
     expect(card(page)).to_have_attribute("data-status", "open")
-    for action in DECISIONS:
+    expect(page.locator("#card button[data-action]")).to_have_count(0)
+    for action in DECISIONS:  # nor anywhere else on the page
         expect(page.locator(f'button[data-action="{action}"]')).to_have_count(0)
     note = page.locator("#viewer-note")
     expect(note).to_be_visible()
-    expect(note).to_contain_text("responder")  # whom to ask
+    expect(note).to_contain_text("Ask oncall (on call) to decide")  # whom to ask
     refusals = timeline(page).filter(has_text="chat.refused")
     before = refusals.count()
 

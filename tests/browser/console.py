@@ -21,7 +21,7 @@ from pathlib import Path
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.demo import Demo
-from tests.browser.measure import FEEDBACK, in_view
+from tests.browser.measure import press
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 README_IMAGE = Path(__file__).parents[2] / "docs" / "images" / "console-incident.png"
@@ -88,12 +88,6 @@ def flash(page: Page) -> Locator:
     return page.locator("#flash")
 
 
-def feedback(page: Page) -> str:
-    """The message after a click: shown, and in view without scrolling; its text."""
-    expect(page.locator(FEEDBACK).first).to_be_visible()
-    return in_view(page, FEEDBACK)
-
-
 def list_row(page: Page, number: int) -> Locator:
     return page.locator(f'table#incidents tr[data-incident="{number}"]')
 
@@ -114,14 +108,16 @@ def click_approve(page: Page, step_id: str, *, targets: str) -> Locator:
     item = step(page, step_id)
     expect(item).to_have_attribute("data-state", "awaiting_approval")
     disruptive = "disruptive" in item.inner_text()
-    item.locator('button[data-action="approve"]').click()
+    button = item.locator('button[data-action="approve"]')
     if disruptive:
+        button.click()
         dialog = page.locator("dialog#confirm")
         expect(dialog).to_be_visible()
         expect(dialog).to_contain_text(targets)
-        dialog.locator('button[data-action="confirm"]').click()
+        press(page, dialog.locator('button[data-action="confirm"]'))
         expect(dialog).to_be_hidden()
-    feedback(page)
+    else:
+        press(page, button)
     return item
 
 
@@ -130,9 +126,9 @@ def mark_done(page: Page, step_id: str, note: str) -> None:
     item = step(page, step_id)
     expect(item).to_have_attribute("data-state", "awaiting_approval")
     item.locator('button[data-action="done"]').click()
-    item.locator("textarea[name=note]").fill(note)
-    item.locator('button[data-action="done-submit"]').click()
-    feedback(page)
+    form = item.locator('form:has(button[data-action="done-submit"])')
+    form.locator("textarea[name=note]").fill(note)
+    press(page, form.locator('button[data-action="done-submit"]'))
     expect(item).to_have_attribute("data-state", "succeeded")
 
 
@@ -142,24 +138,25 @@ def skip(page: Page, step_id: str, reason: str = "", *, dependents: tuple[str, .
     is looking, then `reason` is given."""
     item = step(page, step_id)
     expect(item).to_have_attribute("data-state", "awaiting_approval")
-    item.locator('button[data-action="skip"]').click()
-    if dependents:
+    button = item.locator('button[data-action="skip"]')
+    if not dependents:
+        press(page, button)
+    else:
+        button.click()
         form = item.locator("form.skip-form")
         expect(form).to_be_visible()
         for title in dependents:
             expect(form.locator(".dependents")).to_contain_text(title)
         # Blank to the server: the browser's `required` lets spaces through.
         form.locator("textarea[name=note]").fill("   ")
-        form.locator('button[data-action="skip-submit"]').click()
-        refused = feedback(page)
+        refused = press(page, form.locator('button[data-action="skip-submit"]'))
         assert "why" in refused.lower(), f"a blank reason to skip got {refused!r}"
         expect(item).to_have_attribute("data-state", "awaiting_approval")
         form = step(page, step_id).locator("form.skip-form")
         if not form.is_visible():
             step(page, step_id).locator('button[data-action="skip"]').click()
         form.locator("textarea[name=note]").fill(reason)
-        form.locator('button[data-action="skip-submit"]').click()
-    feedback(page)
+        press(page, form.locator('button[data-action="skip-submit"]'))
     expect(item).to_have_attribute("data-state", "skipped")
 
 
@@ -169,8 +166,7 @@ def propose_again(page: Page, step_id: str) -> None:
     expect(item).to_have_attribute("data-state", "skipped")
     if page.locator(f'#folded li[data-step="{step_id}"]').count():
         page.locator("#folded > summary").click()  # the folded line opens on demand
-    item.locator('button[data-action="repropose"]').click()
-    feedback(page)
+    press(page, item.locator('button[data-action="repropose"]'))
     expect(step(page, step_id)).to_have_attribute("data-state", "awaiting_approval")
 
 
@@ -178,8 +174,7 @@ def page_second_line(page: Page) -> str:
     """The first approver of a two-person step pages the second line now; the feedback."""
     button = decision(page).locator('button[data-action="page-second"]')
     expect(button).to_be_visible()
-    button.click()
-    return feedback(page)
+    return press(page, button)
 
 
 def resolve(page: Page, disposition: str) -> None:
@@ -188,8 +183,7 @@ def resolve(page: Page, disposition: str) -> None:
     form = page.locator("form#resolve")
     expect(form).to_be_visible()
     form.locator("textarea[name=disposition]").fill(disposition)
-    form.locator('button[data-action="resolve-submit"]').click()
-    assert "resolved" in feedback(page)
+    assert "resolved" in press(page, form.locator('button[data-action="resolve-submit"]'))
     expect(flash(page)).to_contain_text("resolved")
     expect(card(page)).to_have_attribute("data-status", "resolved")
 

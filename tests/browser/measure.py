@@ -4,7 +4,8 @@ whether they can read it.
 - `first_screen(page, selector)`: the element's box lies wholly within the viewport with the
   page scrolled to the top: seen without scrolling.
 - `in_view(page, selector)`: an element is shown within the viewport as the page is now
-  scrolled (the feedback after a click, where the finger is).
+  scrolled (the feedback after a click, where the finger is); `press(page, control)`
+  clicks and holds the new message to it.
 - `contrast(page, selector)`: the WCAG 2.1 contrast ratio of every text in the element (its
   own text and each visible descendant's, a button's label) against its effective
   background: the first non-transparent background walking up the ancestors,
@@ -15,15 +16,29 @@ whether they can read it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 NORMAL, LARGE = 4.5, 3.0
 """WCAG 2.1 AA (1.4.3): normal text 4.5:1, large text 3:1."""
 FEEDBACK = ".feedback:not(.empty)"
 """The message after a click (the console keeps an empty `.feedback` slot in each block)."""
+
+
+NEW_TEXT_JS = """([selector, before]) => [...document.querySelectorAll(selector)].some(
+    (el) => el.getClientRects().length > 0 && !before.includes(el.innerText.trim()))"""
+
+
+def press(page: Page, control: Locator, *, selector: str = FEEDBACK) -> str:
+    """Click `control` and wait for a new message (`selector`, a text not shown before the
+    click); it must be in view where the finger is (`in_view`). Its text."""
+    before = [text.strip() for text in page.locator(selector).all_inner_texts()]
+    control.click()
+    page.wait_for_function(NEW_TEXT_JS, arg=[selector, before])
+    return in_view(page, selector, besides=before)
 
 
 def first_screen(page: Page, selector: str) -> None:
@@ -51,9 +66,10 @@ def first_screen(page: Page, selector: str) -> None:
     )
 
 
-def in_view(page: Page, selector: str = FEEDBACK) -> str:
-    """An element matching `selector` is visible inside the viewport as the page is scrolled
-    now (no scrolling by the test); its text. One taller than the screen must start on it."""
+def in_view(page: Page, selector: str = FEEDBACK, *, besides: Sequence[str] = ()) -> str:
+    """An element matching `selector` (and saying none of `besides`) is visible inside the
+    viewport as the page is scrolled now (no scrolling by the test); its text. One taller
+    than the screen must start on it."""
     expect(page.locator(selector).first).to_be_visible()
     found: list[dict[str, Any]] = page.locator(selector).evaluate_all(
         """(els) => els.filter((el) => el.checkVisibility && el.checkVisibility()
@@ -62,6 +78,7 @@ def in_view(page: Page, selector: str = FEEDBACK) -> str:
                 return {top: r.top, bottom: r.bottom, left: r.left, right: r.right,
                         text: el.innerText.trim(), width: innerWidth, height: innerHeight}; })"""
     )
+    found = [box for box in found if box["text"] not in besides]
     for box in found:
         tall = box["bottom"] - box["top"] > box["height"]
         within = (

@@ -94,7 +94,7 @@ class Viewers:
             self.open()
         for (screen, theme), page in self.pages.items():
             where = f"{moment}, {screen}, {theme}"
-            page.goto(self.demo.url)
+            page.goto(self.demo.at("/?status=all"))  # a resolved incident too
             expect(page.locator(f'tr[data-incident="{number}"]')).to_be_visible()
             assert_contrast(page, LIST_KEY, where=f"the list at {where}")
             page.goto(self.demo.at(f"/incidents/{number}"))

@@ -14,6 +14,7 @@ the cordoned row is docs/images/console-domain.png.
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.browser import walking
@@ -36,6 +37,9 @@ DRAIN_DEPENDENTS = (
     "Cooling is back - power the row on in batches",
     "Return the row to service (uncordon)",
 )
+
+pytestmark = pytest.mark.timeout(240)
+"""A walk waits for the bot's own minute of a node Ready, and looks at four views on the way."""
 
 
 def test_a_hot_row_is_one_incident_walked_with_a_reasoned_skip_proposed_again_and_returned(

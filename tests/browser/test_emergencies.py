@@ -25,6 +25,9 @@ from tests.browser.walking import Night, approve, done, settle_and_resolve, skip
 
 OnCall = Callable[[str], Night]
 
+pytestmark = pytest.mark.timeout(300)
+"""A walk waits for the bot's own minute of a node Ready, and looks at four views on the way."""
+
 
 @pytest.fixture
 def on_call(demo_of: DemoOf, new_page: NewPage, viewers: ViewersOf) -> OnCall:

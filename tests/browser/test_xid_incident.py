@@ -16,6 +16,7 @@ two-person moment and the end.
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.cluster import Simulator
@@ -48,6 +49,9 @@ DOCS = {
 }
 """The first screens of the waiting cordon that docs/console.md shows."""
 DISPOSITION = "gpu-node-02 drained and power-cycled; GPU 5 back on the bus, diag -r 3 passed"
+
+pytestmark = pytest.mark.timeout(300)
+"""A walk waits for the bot's own minute of a node Ready, and looks at four views on the way."""
 
 
 def snap_both(moment: str, phone: Page, desktop: Page, *, focus: str) -> None:

@@ -6,8 +6,8 @@ logged in once; `look(number, moment)` opens the list and the incident page on e
 holds them to `measure`'s rules: the status line (and the waiting decision) on the first
 screen, AA contrast for the key texts, nothing wider than the screen. A walk calls it at a
 few moments (first decision, two-person, resolved), so the four combinations cost page
-loads, not demos. Each look saves the first screens to the artifacts; with
-UPDATE_SCREENSHOTS=1 the ones it is asked to publish go to docs/images.
+loads, not demos. The first screens a look is asked to publish are saved to the artifacts
+and, with UPDATE_SCREENSHOTS=1, to docs/images.
 """
 
 from __future__ import annotations
@@ -104,7 +104,9 @@ class Viewers:
                 first_screen(page, "#decision")
             assert_contrast(page, KEY, where=where)
             console.assert_fits_the_screen(page)
-            publish_view(page, moment, screen, theme, (docs or {}).get((screen, theme)))
+            image = (docs or {}).get((screen, theme))
+            if image:  # a screenshot costs; only the ones the docs show
+                publish_view(page, moment, screen, theme, image)
         self.looked.append(moment)
 
 

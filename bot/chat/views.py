@@ -128,6 +128,10 @@ REPROPOSABLE = frozenset({"skipped", "failed", "timed_out", "expired", "cancelle
 """The states of a newest run a person may propose again."""
 
 
+OPEN_STATES = frozenset({"proposed", "awaiting_approval", "approved", "running"})
+"""A step in one of these is still to be decided or done."""
+
+
 @dataclass(frozen=True)
 class SecondLineView:
     """Who the incident's next level pages (level 2 of its policy), for "waiting for one
@@ -236,6 +240,19 @@ class CardView:
         return tuple(
             step for step in self.steps if not step.folded and all(step is not s for s in shown)
         )
+
+    @property
+    def proposable_again(self) -> tuple[StepView, ...]:
+        """The steps to offer Propose again on, in runbook order: reproposable, not skipped
+        by the bot because their condition was false, and before any step still open (a
+        later step is decided again in its turn once the earlier one is)."""
+        found = []
+        for step in self.steps:
+            if step.state in OPEN_STATES:
+                break
+            if step.reproposable and "`when:" not in step.summary:
+                found.append(step)
+        return tuple(found)
 
     def waiting_for(self, person: str | None) -> str:
         """Whether a decision waits for `person`: `you` (a step waits and they have not

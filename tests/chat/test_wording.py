@@ -256,3 +256,24 @@ def test_grid_of_a_thousand_nodes_stays_a_few_rows_and_keeps_a_failure_visible()
     assert len(rows) <= wording.GRID_CELLS // wording.GRID_WIDTH
     assert "✖" in rows[-1]
     assert sum(row.count("✖") for row in rows) == 1
+
+
+def test_propose_again_is_offered_before_any_open_step_never_for_a_false_condition() -> None:
+    steps = (
+        step("failed", step="drain", summary="PDB blocks eviction"),
+        skipped("notify_owner", "application"),
+        step("skipped", step="cordon", summary="skipped by alice: out of service"),
+        step("awaiting_approval", step="reset"),
+        step("expired", step="power_cycle", summary="decided again in its turn"),
+    )
+    assert [s.step for s in card(steps=steps).proposable_again] == ["drain", "cordon"]
+    assert not step("not_reached", run_id=None).reproposable
+    assert step("running").reproposable is False
+
+
+def test_running_step_keeps_a_fresh_summary_and_drops_a_stale_one() -> None:
+    assert wording.step_state(step("running", summary="drained 3 of 10 pods"), NOW) == (
+        "running — drained 3 of 10 pods"
+    )
+    auto = step("approved", summary="k8s.node_status node=n1: runs automatically (read risk)")
+    assert wording.step_state(auto, NOW) == "starting"

@@ -130,3 +130,16 @@ def test_both_themes_define_the_same_colours() -> None:
     overridden = set(dict(VAR.findall(media)))
     surfaces = {"bg", "fg", "card", "attn-bg", "paged-bg", "paged-fg"}
     assert surfaces <= overridden, "the dark theme must set its own surfaces and text"
+
+
+def test_the_postmortems_time_and_who_columns_never_break_inside_a_word() -> None:
+    """ "Alertma nager" in the timeline: its first two columns keep on one line, and
+    nothing that breaks anywhere reaches the postmortem's table."""
+    css = re.sub(r"/\*.*?\*/", "", stylesheet(), flags=re.S)
+    rules = [(sel.strip(), body) for sel, body in RULE.findall(css)]
+    nowrap = [body for sel, body in rules if "#postmortem td:nth-child(-n+2)" in sel]
+    assert nowrap and "white-space: nowrap" in nowrap[0]
+    article = [body for sel, body in rules if sel == "#postmortem"]
+    assert article and "overflow-wrap: normal" in article[0]  # main's `anywhere` stops here
+    cells = [body for sel, body in rules if "#postmortem td" in sel or "#postmortem th" in sel]
+    assert not any("anywhere" in body or "break-all" in body for body in cells)

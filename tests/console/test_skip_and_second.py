@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -164,6 +165,7 @@ def test_the_first_approver_pages_the_second_line_and_the_second_sees_it_waits_f
         row = carol.get("/").text.split(f'data-incident="{number}"', 1)[1].split("</tr>", 1)[0]
         assert 'data-waiting="you"' in row and "one more approval waits for you" in row
 
+        rig.clock.advance(timedelta(seconds=20))  # alice waits a little, then pages
         paged = click(alice, f"/incidents/{number}/page-second", csrf)
         assert paged.json() == {
             "ok": True,

@@ -5,10 +5,12 @@ A request flows: `routes` (Starlette, thin) reads the session cookie (`sessions`
 the user (`auth`), reads what the page shows through `pages` (the same `bot.chat.cards`
 views Slack renders) and renders it with `render` (Jinja2, autoescaped, templates and
 static files inside the package). A button is a POST with the session's CSRF token; it is
-checked, then decided through `bot.chat.decisions`, the code Slack's buttons run, so the
-role checks are the same. Pages and messages for console users are stored by
-`chat.ConsoleChat` and shown to them. `headers.SecurityHeaders`, a middleware around the
-whole app, gives every response its security headers (CSP, no framing, no sniffing).
+checked, then `buttons` decides it through `bot.chat.decisions`, the code Slack's
+buttons run, so the role checks are the same; its answer is shown in the block of the
+control pressed. `waiting` says, for the list, what waits for whom. Pages and messages
+for console users are stored by `chat.ConsoleChat` and shown to them.
+`headers.SecurityHeaders`, a middleware around the whole app, gives every response its
+security headers (CSP, no framing, no sniffing).
 """
 
 from __future__ import annotations

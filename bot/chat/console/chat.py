@@ -89,7 +89,7 @@ def paged(session: Session, person: str) -> list[Paged]:
             Incident.status.in_(ACTIVE_STATUSES),
             or_(
                 Incident.acknowledged_at.is_(None),
-                OutboxMessage.created_at >= Incident.acknowledged_at,
+                OutboxMessage.created_at > Incident.acknowledged_at,
             ),
         )
         .order_by(OutboxMessage.id.desc())

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import date
 from typing import cast
 from urllib.parse import parse_qs, quote
 
@@ -26,8 +25,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import BaseRoute, Route
 
 from bot import inputs
-from bot.chat import cards
-from bot.chat.console import pages, render, waiting
+from bot.chat.console import buttons, pages, render, waiting
 from bot.chat.console.auth import Auth, LoginThrottled
 from bot.chat.console.proxy import ProxyPersonUnknown, TrustedProxy
 from bot.chat.console.sessions import COOKIE, FLASH, LOGIN, Flash, Login, Signer
@@ -39,12 +37,9 @@ from bot.config import Settings
 from bot.db import Database
 from bot.errors import BotError, IncidentNotFound, RequestRejected, StorageUnavailable
 from bot.escalation import oncall
-from bot.incidents import service as incidents
-from bot.postmortem import followups
 from bot.postmortem import service as postmortems
 from bot.postmortem.models import TYPES
 from bot.postmortem.render import Lang
-from bot.runbooks.models import StepRun
 
 logger = logging.getLogger(__name__)
 
@@ -63,22 +58,6 @@ LOGIN_CSRF_REFUSED = (
 )
 
 Handler = Callable[[Request], Awaitable[Response]]
-ANCHORS = ("decision", "running", "history", "folded", "incident-actions", "followups")
-"""The blocks a form may name (`at`) for its answer; the status line takes the rest."""
-
-
-class Unconfirmed(BotError):
-    """A disruptive step approved without confirming its targets (`confirmed=1`)."""
-
-    def __init__(self, run: StepRun) -> None:
-        self.run = run
-        self.targets = ", ".join(cards.targets_of(run.params)) or "(no targets named)"
-        super().__init__(
-            f"step {run.step_id} is disruptive: confirm its targets ({self.targets}) first"
-        )
-
-
-Decision = Callable[[Clicker, int, dict[str, str]], str]
 
 
 def console_routes(
@@ -113,6 +92,7 @@ class Console:
             console.secret("session_secret"), console.session_ttl, secure=console.secure_cookies
         )
         self.decisions = Decisions(settings, db, clock, wake, hint=NO_ROLE_HINT)
+        self.buttons = buttons.Buttons(db, self.decisions)
 
     def who(self, person: str) -> str:
         """A person id as the console shows it: their display name."""
@@ -136,39 +116,45 @@ class Console:
                 self.page(self.postmortem_md),
                 methods=["GET"],
             ),
-            Route(f"{step}/approve", self.button(self.approve, "decide on"), methods=["POST"]),
-            Route(f"{step}/skip", self.button(self.skip, "decide on"), methods=["POST"]),
-            Route(f"{step}/done", self.button(self.done, "decide on"), methods=["POST"]),
-            Route(f"{step}/stop", self.button(self.stop, "decide on"), methods=["POST"]),
-            Route(f"{step}/repropose", self.button(self.repropose, "decide on"), methods=["POST"]),
+            Route(
+                f"{step}/approve", self.button(self.buttons.approve, "decide on"), methods=["POST"]
+            ),
+            Route(f"{step}/skip", self.button(self.buttons.skip, "decide on"), methods=["POST"]),
+            Route(f"{step}/done", self.button(self.buttons.done, "decide on"), methods=["POST"]),
+            Route(f"{step}/stop", self.button(self.buttons.stop, "decide on"), methods=["POST"]),
+            Route(
+                f"{step}/repropose",
+                self.button(self.buttons.repropose, "decide on"),
+                methods=["POST"],
+            ),
             Route(
                 "/incidents/{number}/page-second",
-                self.button(self.page_second, "page the second line for"),
+                self.button(self.buttons.page_second, "page the second line for"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/ack",
-                self.button(self.acknowledge, "acknowledge", "incident-actions"),
+                self.button(self.buttons.acknowledge, "acknowledge", "incident-actions"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/own",
-                self.button(self.own, "take ownership of", "incident-actions"),
+                self.button(self.buttons.own, "take ownership of", "incident-actions"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/resolve",
-                self.button(self.resolve, "resolve", "incident-actions"),
+                self.button(self.buttons.resolve, "resolve", "incident-actions"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/followups",
-                self.button(self.add_followup, "add follow-ups to", "followups"),
+                self.button(self.buttons.add_followup, "add follow-ups to", "followups"),
                 methods=["POST"],
             ),
             Route(
                 "/incidents/{number}/followups/{followup}/done",
-                self.button(self.followup_done, "close follow-ups of", "followups"),
+                self.button(self.buttons.followup_done, "close follow-ups of", "followups"),
                 methods=["POST"],
             ),
         ]
@@ -357,7 +343,7 @@ class Console:
             page=page,
             card=page.card,
             escalation=escalation_line(page.card),
-            flash=_placed(flash, page.card),
+            flash=buttons.placed(flash, page.card),
             viewer_note=note,
             who=self.who,
             types=TYPES,
@@ -492,7 +478,7 @@ class Console:
 
     # --- buttons -------------------------------------------------------------------------
 
-    def button(self, decide: Decision, what: str, at: str = "decision") -> Handler:
+    def button(self, decide: buttons.Decision, what: str, at: str = "decision") -> Handler:
         """A POST that decides: login (401), CSRF (403), role (refused and logged), then
         `decide`, which answers the flash text; `at` is the block its answer goes to
         without JavaScript (a form may name another of ANCHORS)."""
@@ -519,7 +505,7 @@ class Console:
                 return Response(str(exc), exc.status, media_type="text/plain")
             number = ids["number"]
             form.update({key: str(value) for key, value in ids.items()})
-            asked: list[Unconfirmed] = []
+            asked: list[buttons.Unconfirmed] = []
 
             def run() -> tuple[int, str]:
                 refusal = self.decisions.allowed(user, number, what)
@@ -527,7 +513,7 @@ class Console:
                     return 403, refusal
                 try:
                     return 200, decide(user, number, form)
-                except Unconfirmed as exc:
+                except buttons.Unconfirmed as exc:
                     asked.append(exc)
                     return 428, str(exc)
                 except IncidentNotFound as exc:
@@ -542,7 +528,7 @@ class Console:
             if asked and "application/json" not in request.headers.get("accept", ""):
                 return self._confirm_page(request, login, user, asked[0])
             named = form.get("at", "")
-            place = named if named in ANCHORS else at
+            place = named if named in buttons.ANCHORS else at
             return self._answer(request, number, status, Flash(flash, status == 200, place))
 
         return endpoint
@@ -555,30 +541,8 @@ class Console:
         self.signer.set_flash(response, flash)
         return response
 
-    def _run(self, number: int, form: dict[str, str]) -> StepRun:
-        with self.db.session() as session:
-            run = session.get(StepRun, int(form["run"]))
-        if run is None or run.incident_number != number:
-            raise BotError("that step no longer exists; reload the page")
-        return run
-
-    def approve(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        run = self._run(number, form)
-        if cards.risk_of(run.action) == "disruptive" and form.get("confirmed") != "1":
-            raise Unconfirmed(run)
-        run = self.decisions.step(user, run, "approve", count=_count(form))
-        return _step_flash(run, "approved")
-
-    def stop(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        note = form.get("note", "").strip() or None
-        run = self.decisions.step(user, self._run(number, form), "stop", note=note)
-        return (
-            f"INC-{run.incident_number} {run.step_id}: the rest is stopped; the nodes "
-            "running finish and none starts"
-        )
-
     def _confirm_page(
-        self, request: Request, login: Login, user: Clicker, asked: Unconfirmed
+        self, request: Request, login: Login, user: Clicker, asked: buttons.Unconfirmed
     ) -> Response:
         """Without JavaScript, a disruptive approval asks on a page of its own, naming the
         exact targets (the dialog's job with it)."""
@@ -594,116 +558,6 @@ class Console:
             targets=asked.targets,
             path=request.url.path,
         )
-
-    def repropose(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        note = form.get("note", "").strip() or None
-        run = self.decisions.repropose(user, self._run(number, form), note)
-        return (
-            f"INC-{run.incident_number} {run.step_id}: proposed again; it waits for a decision"
-        )
-
-    def page_second(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        second = self.decisions.page_second(user, number)
-        names = ", ".join(second.names) or f"level {second.level}"
-        return f"INC-{number}: paged the second line ({names}) now"
-
-    def skip(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        note = form.get("note", "").strip() or None
-        run = self.decisions.step(user, self._run(number, form), "skip", note=note)
-        return _step_flash(run, "skipped")
-
-    def done(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        run = self.decisions.step(user, self._run(number, form), "done", note=form.get("note"))
-        return _step_flash(run, "marked done")
-
-    def acknowledge(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        self.decisions.acknowledge(user, number)
-        return f"INC-{number} acknowledged"
-
-    def own(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        owner = self.decisions.own(user, number)
-        return f"INC-{number} is owned by {owner}"
-
-    def resolve(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        disposition = form.get("disposition", "").strip() or None
-        if disposition is None:
-            with self.db.session() as session:
-                critical = incidents.get(session, number).severity == "critical"
-            if critical:
-                raise BotError(
-                    f"INC-{number} is critical: write the disposition (what was done, what "
-                    "remains) before resolving, e.g. 'drained gpu-node-02, GPU 5 reset, back "
-                    "in service'"
-                )
-        self.decisions.resolve(user, number, disposition)
-        return f"INC-{number} resolved"
-
-    def add_followup(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        title = form.get("title", "").strip()
-        if not title:
-            raise BotError("what will change? write the follow-up's title")
-        raw = form.get("deadline", "").strip()
-        deadline: date | None = followups.parse_date(raw) if raw else None
-        item = self.decisions.add_followup(
-            user,
-            number,
-            title,
-            kind=form.get("type", "prevent"),
-            owner=form.get("owner", "").strip() or None,
-            deadline=deadline,
-        )
-        return f"Follow-up #{item.id} added to INC-{number}"
-
-    def followup_done(self, user: Clicker, number: int, form: dict[str, str]) -> str:
-        item = self.decisions.followup_done(user, number, int(form["followup"]))
-        return f"Follow-up #{item.id} of INC-{number} is done: {item.title}"
-
-
-def _step_flash(run: StepRun, done: str) -> str:
-    """`INC-7 cordon: approved; it starts now`: what was done, and the state only when it
-    says more (never "approved (approved)")."""
-    ref = f"INC-{run.incident_number} {run.step_id}"
-    if run.state == "awaiting_approval":
-        return f"{ref}: your approval is recorded; it waits for one more person to approve"
-    state = run.state.replace("_", " ")
-    then = {
-        "approved": "it starts now",
-        "running": "it is running",
-        "succeeded": "it is done",
-        "failed": "it failed",
-    }.get(run.state, f"it is {state}")
-    if run.state != "approved" and (state == done or run.state == "succeeded"):
-        return f"{ref}: {done}"
-    return f"{ref}: {done}; {then}"
-
-
-def _placed(flash: Flash | None, card: CardView) -> Flash | None:
-    """The flash in a block the page shows: the one its form named when it is there (a
-    step that ran may have left #running), else #decision, else the status line."""
-    if flash is None:
-        return None
-    shown = {"followups", "status-line"}
-    if card.active:
-        shown |= {"decision", "incident-actions"}
-    if card.running_step is not None:
-        shown.add("running")
-    if card.history:
-        shown.add("history")
-    if card.folded:
-        shown.add("folded")
-    if flash.at in shown:
-        return flash
-    return Flash(flash.text, flash.ok, "decision" if card.active else "status-line")
-
-
-def _count(form: dict[str, str]) -> int | None:
-    """The node count an Approve button of a step over many nodes carries."""
-    raw = form.get("count", "").strip()
-    if not raw:
-        return None
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):
-        raise RequestRejected(f"the count must be a number of nodes, not {raw[:20]!r}")
-    return int(raw)
 
 
 async def _form(request: Request) -> dict[str, str]:

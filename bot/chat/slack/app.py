@@ -77,6 +77,8 @@ MENTION = re.compile(r"^<@([A-Z0-9]+)(?:\|[^>]*)?>$")
 DATE_LIKE = re.compile(r"^\d{1,4}[-/.]\d{1,2}(?:[-/.]\d{1,4})?$")
 QUOTED = re.compile(r"[\"“”„«»](.+?)[\"“”„«»]")
 FOLLOWUP_EXAMPLE = "/incident followup INC-7 ECC growth alert @owner 2026-12-31 prevent"
+REPROPOSE = re.compile(r"^step\.repropose(?:\.[23])?$")
+"""The card's Propose again buttons (one block, so each has its own action id)."""
 
 
 class SlackApp:
@@ -111,6 +113,8 @@ class SlackApp:
         self.app.action("step.skip_why")(self._skip_why_button)
         self.app.action("step.done")(self._done_button)
         self.app.action("step.stop")(self._step_button("stop"))
+        self.app.action(REPROPOSE)(self._repropose_button)
+        self.app.action("incident.page_second")(self._page_second_button)
         self.app.action("incident.ack")(
             self._incident_button("acknowledge", self.decisions.acknowledge)
         )
@@ -197,6 +201,41 @@ class SlackApp:
             f"the card to reach the second line{whom}, or ask another responder to approve.",
         )
         return True
+
+    def _repropose_button(self, ack: Ack, body: dict[str, Any]) -> None:
+        """Propose again a step that was skipped, failed, timed out, expired or was
+        cancelled: a new attempt, whose approvals start again."""
+        user = _user(body)
+        run = self._run(body)
+        if run is not None and self._allowed(
+            user, run.incident_number, body, "propose steps again on"
+        ):
+            who = self._clicker(user)
+            self._decide(
+                body, run.incident_number, lambda: self.decisions.repropose(who, run, None)
+            )
+        ack()
+
+    def _page_second_button(self, ack: Ack, body: dict[str, Any]) -> None:
+        """Page the second line now (a first approver waits for a second person); the
+        clicker is told whom it reached."""
+        user, number = _user(body), _number(body)
+        if number is not None and self._allowed(user, number, body, "page the second line for"):
+            who = self._clicker(user)
+            try:
+                paged = self.decisions.page_second(who, number)
+            except BotError as exc:
+                self._ephemeral(body, str(exc))
+            else:
+                names = ", ".join(paged.names) or "nobody on that level"
+                at = f" at {paged.paged_at:%H:%M:%S} UTC" if paged.paged_at else ""
+                self._ephemeral(
+                    body,
+                    f"Paged the second line of INC-{number}{at}: {names}. The card shows "
+                    "when they approve.",
+                )
+                self.wake()
+        ack()
 
     def _skip_why_button(self, ack: Ack, body: dict[str, Any]) -> None:
         """Skip of a step others depend on: a dialog says what it also skips and asks why."""

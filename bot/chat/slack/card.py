@@ -66,6 +66,8 @@ STATE = {
     "interrupted": "⚠️",
     "not_reached": "▫️",
 }
+RISK = {"change": "a change", "disruptive": "disruptive: two people"}
+"""What a step's risk means for whoever decides."""
 CONTEXT_TEXT = 2000
 """A context element's text (Slack's limit for a text object in a context block)."""
 FAILED_NAMED = 5
@@ -150,7 +152,7 @@ def _status(view: CardView, mentions: Mentions) -> Block:
     for runbook, count in view.symptoms:
         noun = "alert" if count == 1 else "alerts"
         parts.append(f"{count} {safe(runbook, 60)} {noun} attached as symptoms")
-    if view.acknowledged_by:
+    if view.acknowledged_by and view.acknowledged_by != view.owner:
         parts.append(f"acked by {person(view.acknowledged_by, mentions)}")
     alerts = f"🔔 {view.alerts_firing}/{view.alerts_total} alerts firing"
     if view.alert_names:
@@ -198,8 +200,9 @@ def _what(step: StepView) -> str:
         text += f" on {safe(step.each.set, 80)}"
     elif step.params:
         text += f" {_params(step.params)}"
-    if step.risk in ("change", "disruptive"):
-        text += f" · {step.risk}"
+    risk = RISK.get(step.risk or "")
+    if risk:
+        text += f" · {risk}"
     return text
 
 
@@ -272,10 +275,13 @@ def _running(view: CardView, step: StepView, mentions: Mentions) -> list[Block]:
     grid (■ done ▶ running ✖ failed □ left), the failed nodes named (a few)."""
     lines = [f"🔄 *Running: {safe(step.title, 150) or escape(step.step)}*"]
     what = _what(step)
-    state = _say(lambda who: wording.step_state(step, view.now, who), mentions)
-    lines.append(f"{what} · {state}" if what else state)
+    if what:
+        lines.append(what)
     each = step.each
-    if each is not None:
+    if each is None:
+        lines.append(_say(lambda who: wording.step_state(step, view.now, who), mentions))
+    else:
+        lines.append(escape(each.counted))
         lines.append(f"```{wording.grid(each)}```")
         lines.append("■ done · ▶ running · ✖ failed · □ left")
         if each.failed_nodes:
@@ -364,14 +370,9 @@ def _state_of(step: StepView, now: datetime, who: wording.Who) -> str:
 
 
 def _propose_again(view: CardView) -> list[Block]:
-    """Propose again, for the steps a person may propose again (the newest few): skipped
-    by a person, failed, timed out, expired or cancelled. Steps the bot skipped because
-    their condition was false are decided again in their turn, so they get none."""
-    found = [
-        step
-        for step in reversed(view.steps)
-        if step.reproposable and step.run_id is not None and "`when:" not in step.summary
-    ][:PROPOSE_AGAIN]
+    """Propose again, for the steps a person may propose again (`proposable_again`, the
+    newest few): skipped by a person, failed, timed out, expired or cancelled."""
+    found = list(reversed(view.proposable_again))[:PROPOSE_AGAIN]
     elements = [
         button(
             f"Propose again: {one_line(step.title) or step.step}",

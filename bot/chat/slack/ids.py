@@ -20,12 +20,17 @@ NUMBERED_ACTIONS = {
     "step.skip": "the step",
     "step.done": "the step",
     "step.stop": "the step",
+    "step.skip_why": "the step",
+    "step.repropose": "the step",
+    "step.repropose.2": "the step",
+    "step.repropose.3": "the step",
+    "incident.page_second": "the incident number",
     "incident.ack": "the incident number",
     "incident.own": "the incident number",
     "incident.resolve": "the incident number",
 }
 """The buttons whose value is a number (a step run's id or an incident's)."""
-NUMBERED_VIEWS = {"incident.resolve": "disposition", "step.done": "note"}
+NUMBERED_VIEWS = {"incident.resolve": "disposition", "step.done": "note", "step.skip": "note"}
 """The dialogs whose private_metadata is a number, and the input an error is shown under."""
 
 

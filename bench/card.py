@@ -59,7 +59,9 @@ def domain_incident(fleet: Fleet) -> int:
         assert run is not None
         states = ["succeeded"] * 20 + ["failed"] * 3 + ["running"] * 4 + ["left"] * 5
         run.state = "running"
-        run.progress = {"nodes": {n: {"state": s, "summary": ""} for n, s in zip(row, states)}}
+        run.progress = {
+            "nodes": {n: {"state": s, "summary": ""} for n, s in zip(row, states, strict=True)}
+        }
     return number
 
 

@@ -77,6 +77,7 @@ BENCHMARKS = (
     Benchmark(
         "console", "console.py", (), ("--entries", "500", "--incidents", "50", "--runs", "3"), 900
     ),
+    Benchmark("card", "card.py", (), ("--runs", "20"), 300),
 )
 NAMES = tuple(b.name for b in BENCHMARKS)
 

@@ -279,7 +279,7 @@ def build_app(
         who = await decider(request)
         number = service.parse_ref(request.path_params["number"])
         body = _parse(await _decision_bytes(request), api_requests.OwnRequest, who)
-        _decides(who, "take ownership of")
+        _decides(who, "take ownership of incidents")
         actor = log.Actor.deciding(who)
 
         def own() -> models.Owned:
@@ -431,7 +431,7 @@ def build_app(
         Route("/api/incidents/{number}/own", own_incident, methods=["POST"]),
         Route(
             "/api/incidents/{number}/steps/{step}/cancel",
-            decide(runbooks.cancel),
+            decide(runbooks.cancel, acknowledges=False),
             methods=["POST"],
         ),
         Route(
@@ -504,8 +504,8 @@ def _decides(who: people.Decider, what: str) -> None:
     """Refuse (409) a token owner without a role, saying how to get one."""
     if not who.roles:
         raise ApprovalRefused(
-            f"{who.id} has no role and may not {what} incidents; an admin gives them one in "
-            "the `people` setting (responder, second_line or admin)"
+            f"{who.id} has no role and may not {what}; an admin gives them one in the "
+            "`people` setting (responder, second_line or admin)"
         )
 
 

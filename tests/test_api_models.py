@@ -48,8 +48,8 @@ def test_a_body_naming_who_acts_is_refused_because_the_token_decides(
 
 def test_an_unknown_field_is_refused_by_name_with_the_fields_there_are() -> None:
     assert _refused(b'{"params_hash": "a", "force": true}', requests.ApproveRequest) == (
-        'unknown field "force" (the fields are "params_hash", "count", "override"): send '
-        '{"params_hash": "...", "count": 32}',
+        'unknown field "force" (the fields are "params_hash", "count", "override", '
+        '"acknowledge"): send {"params_hash": "...", "count": 32}',
         "force",
     )
     message, field = _refused(b'{"' + b"x" * 500 + b'": 1}', requests.NoteRequest)
@@ -153,8 +153,8 @@ def test_decision_bodies_in_the_document_name_no_person_and_forbid_other_fields(
         "$ref": "#/components/schemas/NoteRequest"
     }
     for name, fields in (
-        ("ApproveRequest", {"params_hash", "count", "override"}),
-        ("NoteRequest", {"note"}),
+        ("ApproveRequest", {"params_hash", "count", "override", "acknowledge"}),
+        ("NoteRequest", {"note", "acknowledge"}),
     ):
         assert set(schemas[name]["properties"]) == fields
         assert schemas[name]["additionalProperties"] is False

@@ -130,7 +130,7 @@ def status_line(view: CardView, who: Who = _self, *, title: bool = True) -> str:
     what = " ".join(view.title.split()) or "(no title)"
     parts = [what] if title else []
     where = _where(view)
-    if where and where not in what:
+    if where and not (view.domain is None and all(node in what for node in view.nodes)):
         parts.append(where)
     since = f"since {clock(view.opened_at, view.now, seconds=True)}"
     if view.active:
@@ -208,9 +208,13 @@ def _awaiting(step: StepView, now: datetime | None, who: Who) -> str:
     return text
 
 
-STALE = re.compile(r"\bneeds .{1,80} before \d{1,2}:\d{2}(:\d{2})? UTC|\bruns automatically\b")
-"""What a proposal said and a step under way no longer is (`needs one person before
-19:26 UTC`): never shown once it runs."""
+STALE = re.compile(
+    r"\bneeds .{1,80} before \d{1,2}:\d{2}(:\d{2})? UTC|\bruns automatically\b"
+    r"|\bapproved (by|automatically)\b"
+)
+"""What a proposal or an approval said, and a step under way no longer needs to say
+(`needs one person before 19:26 UTC`; `approved by alice`, said already): never shown
+once it runs."""
 
 
 def _fresh(summary: str, word: str, state: str) -> str:

@@ -68,6 +68,9 @@ COMMANDS: dict[str, Command] = {
     "done": Command(_STEPS, "mark a manual step done"),
     "cancel": Command(_STEPS, "cancel a step that has not started, stopping the runbook"),
     "stop": Command(_STEPS, "stop the rest of a running step over many nodes"),
+    "repropose": Command(
+        _STEPS, "propose again a skipped, failed, timed-out, expired or cancelled step"
+    ),
     "worker": Command(_STEPS, "run approved steps (a separate worker process)"),
     "oncall": Command(_ESCALATION, "who is on call now and next; `oncall set` takes the pager"),
     "workers": Command(_ESCALATION, "worker heartbeats and how late the escalation timers are"),

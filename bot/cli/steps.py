@@ -1,5 +1,6 @@
 """Commands on an incident's runbook steps, until chat buttons land: steps, approve, skip,
-done, cancel, stop (the rest of a step over many nodes); and `worker`, which runs approved
+done, cancel, stop (the rest of a step over many nodes), repropose (propose a step again;
+deciding acknowledges an open incident unless `--no-ack`); and `worker`, which runs approved
 steps in its own process."""
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ def add_commands(commands: Any) -> None:
         "skip",
         skip_step,
         help="skip a step that waits for a person",
-        description="Decide that a waiting step will not run; the runbook goes on.",
-    ).add_argument("--note", help="why")
+        description="Decide that a waiting step will not run; the runbook goes on. A step "
+        "later steps read needs --note saying why: they may be skipped too.",
+    ).add_argument("--note", help="why (required when later steps read the step)")
     _add_decision(
         commands,
         "done",
@@ -89,6 +91,15 @@ def add_commands(commands: Any) -> None:
         "starts, and the step ends cancelled with the nodes left listed; the runbook stops "
         "there.",
     ).add_argument("--note", help="why")
+    _add_decision(
+        commands,
+        "repropose",
+        repropose_step,
+        help="propose again a skipped, failed, timed-out, expired or cancelled step",
+        description="Give a step whose newest run was skipped, failed, timed out, expired or "
+        "was cancelled a new attempt: its approvals start again, and the later steps the bot "
+        "skipped by `when` are decided again in their turn.",
+    ).add_argument("--note", help="why")
 
     worker = commands.add_parser(
         "worker",
@@ -113,6 +124,14 @@ def _add_decision(
         metavar="USER",
         help="who decides: a person id of the `people` setting (needs a role)",
     )
+    if name != "cancel":  # cancelling stops the runbook; it is not responding
+        parser.add_argument(
+            "--no-ack",
+            dest="acknowledge",
+            action="store_false",
+            help="decide without acknowledging the incident (deciding acknowledges an open "
+            "incident and stops its escalation)",
+        )
     parser.set_defaults(handler=handler)
     return parser
 
@@ -160,6 +179,13 @@ def done_step(args: argparse.Namespace, settings: Settings) -> int:
     return common.say(f"step {run.step_id} done")
 
 
+def repropose_step(args: argparse.Namespace, settings: Settings) -> int:
+    run = _decide(args, settings, service.repropose, note=args.note)
+    if run.state == "awaiting_approval":
+        return common.say(f"step {run.step_id} is proposed again (attempt {run.attempt})")
+    return common.say(f"step {run.step_id} is proposed again: {run.state.replace('_', ' ')}")
+
+
 def cancel_step(args: argparse.Namespace, settings: Settings) -> int:
     run = _decide(args, settings, service.cancel, note=args.note)
     return common.say(f"step {run.step_id} cancelled; the runbook stops there")
@@ -175,8 +201,11 @@ def stop_step(args: argparse.Namespace, settings: Settings) -> int:
 def _decide(
     args: argparse.Namespace, settings: Settings, decision: Callable[..., StepRun], **extra: Any
 ) -> StepRun:
-    """Call a `runbooks.service` decision on the step `args` name, as `--as`."""
+    """Call a `runbooks.service` decision on the step `args` name, as `--as` (with
+    `--no-ack`, without acknowledging the incident)."""
     number = incidents.parse_ref(args.incident)
+    if not getattr(args, "acknowledge", True):
+        extra["acknowledge"] = False
     with common.database(settings) as db:
         return decision(
             db,

@@ -92,6 +92,10 @@ def test_running_step_says_it_runs_and_a_domain_step_counts_its_nodes() -> None:
 def test_approved_step_names_who_approved_once() -> None:
     words = wording.step_state(step("approved", approvers=("alice",), summary="approved"), NOW)
     assert words == "approved by alice, starting"
+    engine = "(node=gpu-node-02, reason=XID on gpu-node-02): approved by alice"
+    approved = step("approved", approvers=("alice",), summary=engine)
+    assert wording.step_state(approved, NOW, who=str.title) == "approved by Alice, starting"
+    assert wording.step_state(replace(approved, state="running"), NOW) == "running"
 
 
 def test_manual_step_waits_for_someone_to_do_it_not_for_approval() -> None:
@@ -148,6 +152,14 @@ def test_status_line_says_what_where_since_when_and_who_owns_it() -> None:
     assert wording.status_line(owned, who=str.upper) == (
         "XID 79 on gpu-node-02 · since 03:00:12 UTC (42m) · owner ALICE"
     )
+
+
+def test_status_line_does_not_name_a_node_the_title_names() -> None:
+    titled = card(title="gpu-node-02 GPU 5 GPUXIDError")
+    assert wording.status_line(titled) == (
+        "gpu-node-02 GPU 5 GPUXIDError · since 03:00:12 UTC (42m) · no owner"
+    )
+    assert wording.status_line(titled, title=False) == "since 03:00:12 UTC (42m) · no owner"
 
 
 def test_status_line_of_a_domain_counts_nodes_and_of_a_resolved_one_says_so() -> None:

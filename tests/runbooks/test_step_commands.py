@@ -201,3 +201,36 @@ def test_the_decision_endpoints_answer_401_without_a_token_even_with_no_webhook_
         == 400
     )
     assert rig.states(number)["call"] == "skipped"
+
+
+def test_the_cli_skips_with_a_reason_proposes_again_and_decides_without_acknowledging(
+    db: Database,
+    clock: FrozenClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.runbooks.test_reproposing import RUNBOOK as CHAIN
+
+    rig = Rig(db, clock, tmp_path)
+    rig.write(CHAIN)
+    number = rig.fire()
+    monkeypatch.setenv("RUNBOOK_BOT_DATABASE_URL", rig.db.url)
+    monkeypatch.setenv("RUNBOOK_BOT_ROLES", '{"alice": ["responder"]}')
+    inc = f"INC-{number}"
+
+    assert cli.main(["done", inc, "check", "--as", "alice", "--note", "XID", "--no-ack"]) == 0
+    assert cli.main(["skip", inc, "cordon", "--as", "alice", "--no-ack"]) == 1
+    _, err = capsys.readouterr()
+    assert "skipping cordon also skips drain and tell: say why" in err
+    assert cli.main(["skip", inc, "cordon", "--as", "alice", "--note", "later", "--no-ack"]) == 0
+    assert [e.type for e in rig.log(number)].count("incident.acknowledged") == 0
+    assert cli.main(["repropose", inc, "cordon", "--as", "alice", "--note", "now"]) == 0
+    out, _ = capsys.readouterr()
+    assert out.splitlines()[-1] == "step cordon is proposed again (attempt 3)"
+    assert rig.states(number)["cordon"] == "awaiting_approval"
+    acked = [e.summary for e in rig.log(number) if e.type == "incident.acknowledged"]
+    assert acked == [f"alice acknowledged {inc} by proposing again step cordon"]
+    assert cli.main(["repropose", inc, "cordon", "--as", "alice"]) == 1
+    _, err = capsys.readouterr()
+    assert "step cordon is waiting for a decision now: approve or skip it" in err

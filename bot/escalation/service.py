@@ -94,11 +94,13 @@ def own(
     decides: bool = True,
 ) -> Incident:
     """Make `owner` the incident's owner (taking ownership: `owner` is the actor); with
-    `acknowledge`, a person who `decides` (holds a role) acknowledges an open incident by
-    it first, in the same transaction."""
+    `acknowledge`, a person who `decides` (holds a role) then acknowledges an open
+    incident by it, in the same transaction (the owner first, so the log says who owns
+    it whoever acknowledged)."""
+    incident = incidents.assign_owner(session, number, owner, actor=actor, at=at)
     if acknowledge and decides:
         acknowledge_by_deciding(session, number, actor=actor, at=at, decision="own")
-    return incidents.assign_owner(session, number, owner, actor=actor, at=at)
+    return incident
 
 
 def silence(

@@ -34,11 +34,14 @@ NEW_TEXT_JS = """([selector, before]) => [...document.querySelectorAll(selector)
 
 def press(page: Page, control: Locator, *, selector: str = FEEDBACK) -> str:
     """Click `control` and wait for a new message (`selector`, a text not shown before the
-    click); it must be in view where the finger is (`in_view`). Its text."""
+    click); it must be in view where the finger is (`in_view`) and read at AA contrast in
+    the page's theme. Its text."""
     before = [text.strip() for text in page.locator(selector).all_inner_texts()]
     control.click()
     page.wait_for_function(NEW_TEXT_JS, arg=[selector, before])
-    return in_view(page, selector, besides=before)
+    text = in_view(page, selector, besides=before)
+    assert_contrast(page, (selector,), where=f"the feedback {text!r} on {page.url}")
+    return text
 
 
 def first_screen(page: Page, selector: str) -> None:

@@ -72,13 +72,13 @@ class Night:
 
 
 def on_call(demo: Demo, new_page: NewPage, viewers: Viewers | None = None) -> Night:
-    """`oncall` logs in on a phone, waits for the demo's alert to open an incident and opens
-    it; `second` logs in on a desktop and opens it too."""
+    """`oncall` logs in on a phone (light theme), waits for the demo's alert to open an
+    incident and opens it; `second` logs in on a desktop (dark theme) and opens it too."""
     phone = new_page(demo, phone=True)
     console.log_in(phone, demo, "oncall")
     number = console.first_incident(phone)
     console.open_incident(phone, demo, number)
-    desktop = new_page(demo)
+    desktop = new_page(demo, theme="dark")  # the second line's feedback in the dark theme
     console.log_in(desktop, demo, "second")
     desktop.goto(demo.at(f"/incidents/{number}"))
     expect(console.card(desktop)).to_be_visible()

@@ -16,11 +16,13 @@ whether they can read it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 NORMAL, LARGE = 4.5, 3.0
 """WCAG 2.1 AA (1.4.3): normal text 4.5:1, large text 3:1."""
@@ -30,15 +32,27 @@ FEEDBACK = ".feedback:not(.empty)"
 
 NEW_TEXT_JS = """([selector, before]) => [...document.querySelectorAll(selector)].some(
     (el) => el.getClientRects().length > 0 && !before.includes(el.innerText.trim()))"""
+NEW_IN_VIEW_JS = """([selector, before]) => [...document.querySelectorAll(selector)].some((el) => {
+    if (!el.getClientRects().length || before.includes(el.innerText.trim())) return false;
+    const r = el.getBoundingClientRect();
+    const tall = r.bottom - r.top > innerHeight;
+    return r.top >= 0 && r.left >= -0.5 && r.right <= innerWidth + 0.5
+        && (tall ? r.top < innerHeight : r.bottom <= innerHeight + 0.5);
+})"""
+SETTLES_MS = 3000
+"""How long the page may take to settle after the message appears (the card refreshes under
+it, a form folds away): a person reads it once it stops moving."""
 
 
 def press(page: Page, control: Locator, *, selector: str = FEEDBACK) -> str:
     """Click `control` and wait for a new message (`selector`, a text not shown before the
-    click); it must be in view where the finger is (`in_view`) and read at AA contrast in
-    the page's theme. Its text."""
+    click); once the page settles (`SETTLES_MS`) it must be in view where the finger is
+    (`in_view`), and read at AA contrast in the page's theme. Its text."""
     before = [text.strip() for text in page.locator(selector).all_inner_texts()]
     control.click()
     page.wait_for_function(NEW_TEXT_JS, arg=[selector, before])
+    with contextlib.suppress(PlaywrightTimeout):  # if not, in_view says where it is
+        page.wait_for_function(NEW_IN_VIEW_JS, arg=[selector, before], timeout=SETTLES_MS)
     text = in_view(page, selector, besides=before)
     assert_contrast(page, (selector,), where=f"the feedback {text!r} on {page.url}")
     return text

@@ -95,7 +95,13 @@ def in_view(page: Page, selector: str = FEEDBACK, *, besides: Sequence[str] = ()
                 return {top: r.top, bottom: r.bottom, left: r.left, right: r.right,
                         text: el.innerText.trim(), width: innerWidth, height: innerHeight}; })"""
     )
+    shown = [box["text"][:80] for box in found]
     found = [box for box in found if box["text"] not in besides]
+    if not found:
+        raise AssertionError(
+            f"no new {selector} on {page.url}: it shows {shown or 'none'} "
+            f"(the one(s) before the click: {list(besides)})"
+        )
     for box in found:
         tall = box["bottom"] - box["top"] > box["height"]
         within = (

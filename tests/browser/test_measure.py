@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.browser.measure import assert_contrast, contrast, first_screen, in_view
+from tests.browser.measure import assert_contrast, contrast, first_screen, in_view, press
 from tests.browser.viewing import PHONE
 
 PAGE = """<!doctype html><html><head>
@@ -79,3 +79,35 @@ def test_an_element_below_the_first_screen_or_scrolled_away_is_refused(phone: Pa
         in_view(phone, ".feedback")
     phone.locator("#below").scroll_into_view_if_needed()
     assert in_view(phone, ".feedback") == "far below"
+
+
+PRESSING = """<!doctype html><html><head>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body style="margin:0;background:#fff;color:#111">
+<button id="here" onclick="say('near', 0)">here</button>
+<button id="away" onclick="say('far', 0)">away</button>
+<button id="late" onclick="say('far', 1)">late</button>
+<p id="near" class="feedback empty"></p>
+<div style="height:2000px"></div>
+<p id="far" class="feedback empty"></p>
+<script>
+function say(where, late) {
+  const el = document.getElementById(where);
+  el.textContent = 'said at ' + where; el.classList.remove('empty');
+  if (late) setTimeout(() => el.scrollIntoView(), 300);
+}
+</script></body></html>"""
+
+
+def test_press_takes_the_new_message_in_view_and_refuses_one_left_off_screen(
+    browser: Browser,
+) -> None:
+    page = browser.new_context(**PHONE).new_page()
+    page.set_content(PRESSING)
+
+    assert press(page, page.locator("#here")) == "said at near"
+    with pytest.raises(AssertionError, match=r"no .feedback:not\(.empty\) in view .*'said at far'"):
+        press(page, page.locator("#away"))
+    page.evaluate("() => window.scrollTo(0, 0)")
+    page.locator("#far").evaluate("(el) => { el.textContent = ''; el.classList.add('empty'); }")
+    assert press(page, page.locator("#late")) == "said at far"  # it settles in view

@@ -125,12 +125,12 @@ def status_line(view: CardView, who: Who = _self, *, title: bool = True) -> str:
     """What happened, to which node or domain, since when, who owns it:
     `GPU 5 XID 79 on gpu-node-02 · since 03:00:12 UTC (42m) · owner alice`; a domain
     incident names its domain and counts its nodes (`row/a · 32 nodes`). A node the
-    title already names is not named again; `title=False` leaves the title out (a surface
-    whose header shows it)."""
+    title already names is not named again (nor, in the same line, a domain it names);
+    `title=False` leaves the title out (a surface whose header shows it)."""
     what = " ".join(view.title.split()) or "(no title)"
     parts = [what] if title else []
     where = _where(view)
-    if where and not (view.domain is None and all(node in what for node in view.nodes)):
+    if where and not _named(view, what, title):
         parts.append(where)
     since = f"since {clock(view.opened_at, view.now, seconds=True)}"
     if view.active:
@@ -140,6 +140,15 @@ def status_line(view: CardView, who: Who = _self, *, title: bool = True) -> str:
         parts.append(view.status)
     parts.append(f"owner {who(view.owner)}" if view.owner else "no owner")
     return " · ".join(parts)
+
+
+def _named(view: CardView, title: str, shown: bool) -> bool:
+    """The title already says where: every node, or, in the same line (`shown`), the
+    domain (`... 2 nodes of row/a`). A surface that shows the title apart keeps the
+    domain's count here: its header may be cut on a phone."""
+    if view.domain is not None:
+        return shown and view.domain in title
+    return all(node in title for node in view.nodes)
 
 
 def _where(view: CardView) -> str | None:

@@ -782,10 +782,21 @@ def test_any_text_stays_within_limits_and_escaped(
             params={"x": summary},
             targets=(summary,),
             approvers=(actor,),
+            approvals=1,
+            dependents=("later",),
+            dependent_titles=(summary,),
         )
         for i, summary in enumerate(summaries)
     )
-    view = xid_card(title=title, facts=facts, steps=steps, owner=actor, alert_names=(title,))
+    second = SecondLineView(names=(actor, title[:100]), level=2, paged_at=NOW)
+    view = xid_card(
+        title=title,
+        facts=facts,
+        steps=steps,
+        owner=actor,
+        alert_names=(title,),
+        second_line=second,
+    )
     text, message = blocks.card(view)
     lines = [LogLine(i, NOW, actor, "note", summary) for i, summary in enumerate(summaries)]
     post = blocks.thread_message(lines)
@@ -795,4 +806,25 @@ def test_any_text_stays_within_limits_and_escaped(
     assert 1 <= post.consumed <= len(lines)
     assert_within_limits(blocks.resolve_modal(view)["blocks"])
     for rendered in [text, *mrkdwn_texts(message), post.text, *mrkdwn_texts(post.blocks)]:
+        assert_no_markup_injection(rendered)
+
+
+@pytest.mark.parametrize("evil", INJECTIONS)
+def test_second_line_names_and_dependent_titles_cannot_mention_or_link(evil: str) -> None:
+    waiting = replace(
+        xid_card().steps[3],
+        dependents=("drain",),
+        dependent_titles=(evil,),
+        approvers=("slack:UALICE01",),
+    )
+    second = SecondLineView(names=(evil, "slack:U0CEO12345"), level=2, paged_at=NOW)
+    _, message = blocks.card(xid_card(steps=(waiting,), second_line=second))
+
+    texts = mrkdwn_texts(message)
+    for rendered in texts:
+        assert_no_markup_injection(rendered)
+    assert any("<@UALICE01>" in text for text in texts), "the approver is still mentioned"
+    assert not any("<@U0CEO12345>" in text for text in texts), "a name never mentions"
+    modal = blocks.skip_modal(104, evil, (evil,))
+    for rendered in mrkdwn_texts(modal["blocks"]):
         assert_no_markup_injection(rendered)

@@ -168,6 +168,12 @@ def test_status_line_of_a_domain_counts_nodes_and_of_a_resolved_one_says_so() ->
     assert wording.status_line(hot) == (
         "Hot row · row/a · 32 nodes · since 03:00:12 UTC (42m) · no owner"
     )
+    titled = card(title="Overheating: 2 nodes of row/a", domain="row/a", nodes=nodes[:2])
+    assert wording.status_line(titled) == (
+        "Overheating: 2 nodes of row/a · since 03:00:12 UTC (42m) · no owner"
+    )
+    # Without the title (the surface's header has it) the line keeps the domain's count.
+    assert wording.status_line(titled, title=False).startswith("row/a · 2 nodes · since")
     done = card(status="resolved", owner="bob")
     assert wording.status_line(done).endswith("since 03:00:12 UTC · resolved · owner bob")
 

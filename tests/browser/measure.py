@@ -98,9 +98,17 @@ def in_view(page: Page, selector: str = FEEDBACK, *, besides: Sequence[str] = ()
     shown = [box["text"][:80] for box in found]
     found = [box for box in found if box["text"] not in besides]
     if not found:
+        slots: list[str] = page.locator(".feedback").evaluate_all(
+            """(els) => els.map((el) => {
+                const block = el.closest('[data-feedback-at]');
+                const fold = el.closest('details');
+                return `${block ? block.id : '?'}${fold ? (fold.open ? '(open)' : '(closed)') : ''}`
+                    + `.${el.className.trim().replace(/ +/g, '.')}${el.id ? '#' + el.id : ''}`
+                    + `=${JSON.stringify(el.textContent.trim().slice(0, 60))}`; })"""
+        )
         raise AssertionError(
             f"no new {selector} on {page.url}: it shows {shown or 'none'} "
-            f"(the one(s) before the click: {list(besides)})"
+            f"(the one(s) before the click: {list(besides)}); the slots: {slots}"
         )
     for box in found:
         tall = box["bottom"] - box["top"] > box["height"]

@@ -17,6 +17,7 @@ whether they can read it.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ NEW_IN_VIEW_JS = """([selector, before]) => [...document.querySelectorAll(select
     return r.top >= 0 && r.left >= -0.5 && r.right <= innerWidth + 0.5
         && (tall ? r.top < innerHeight : r.bottom <= innerHeight + 0.5);
 })"""
+LOOK_AGAIN_MS = 100
 SETTLES_MS = 3000
 """How long the page may take to settle after the message appears (the card refreshes under
 it, a form folds away): a person reads it once it stops moving."""
@@ -53,7 +55,15 @@ def press(page: Page, control: Locator, *, selector: str = FEEDBACK) -> str:
     page.wait_for_function(NEW_TEXT_JS, arg=[selector, before])
     with contextlib.suppress(PlaywrightTimeout):  # if not, in_view says where it is
         page.wait_for_function(NEW_IN_VIEW_JS, arg=[selector, before], timeout=SETTLES_MS)
-    text = in_view(page, selector, besides=before)
+    deadline = time.monotonic() + SETTLES_MS / 1000
+    while True:  # the card may be swapped under it meanwhile: look again, bounded
+        try:
+            text = in_view(page, selector, besides=before)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            page.wait_for_timeout(LOOK_AGAIN_MS)
     assert_contrast(page, (selector,), where=f"the feedback {text!r} on {page.url}")
     return text
 
@@ -102,9 +112,13 @@ def in_view(page: Page, selector: str = FEEDBACK, *, besides: Sequence[str] = ()
             """(els) => els.map((el) => {
                 const block = el.closest('[data-feedback-at]');
                 const fold = el.closest('details');
+                const r = el.getBoundingClientRect();
                 return `${block ? block.id : '?'}${fold ? (fold.open ? '(open)' : '(closed)') : ''}`
                     + `.${el.className.trim().replace(/ +/g, '.')}${el.id ? '#' + el.id : ''}`
-                    + `=${JSON.stringify(el.textContent.trim().slice(0, 60))}`; })"""
+                    + `=${JSON.stringify(el.textContent.trim().slice(0, 60))}`
+                    + (el.textContent.trim() ? ` at ${Math.round(r.top)}..${Math.round(r.bottom)}`
+                       + ` of ${innerHeight}, ${el.getClientRects().length} rects,`
+                       + ` visible=${el.checkVisibility()}` : ''); })"""
         )
         raise AssertionError(
             f"no new {selector} on {page.url}: it shows {shown or 'none'} "

@@ -1,9 +1,10 @@
 """`runbook-bot demo`: the whole flow on a laptop, with no Slack, cluster or BMC.
 
-In one process: the simulator (four 8-GPU nodes, training jobs under budgets, Redfish
-BMCs), the bot on SQLite in a directory of its own pointed at it, its worker, the web
-console with four demo users, and the scenario player that breaks the cluster and fires
-the seed's alerts through the real webhook. It prints the console's URL and the logins.
+In one process: the simulator (four 8-GPU nodes in two rows, training jobs under budgets,
+Redfish BMCs), the bot on SQLite in a directory of its own pointed at it and reading the
+nodes' topology labels, its worker, the web console with four demo users, and the scenario
+player that breaks the cluster and fires the seed's alerts (or a hot row's) through the
+real webhook. It prints the console's URL and the logins.
 SIGTERM or Ctrl-C stops everything and removes the temporary directory (exit 0).
 """
 
@@ -32,19 +33,37 @@ USERS: dict[str, tuple[str, list[str]]] = {
     "viewer": ("no role: may look, may not decide", []),
 }
 """The demo's console users: name -> (what the login line says, roles)."""
-CHOICES = ["xid79", "node-down", "ib-partition", "storage", "overheating", "all", "none"]
+CHOICES = [
+    "xid79",
+    "node-down",
+    "ib-partition",
+    "storage",
+    "overheating",
+    "row-cooling",
+    "all",
+    "none",
+]
+"""The five emergencies, the failure domain's (a hot row: one incident), all five, none."""
 
 
 def add_command(commands: Any) -> None:
     demo = commands.add_parser(
         "demo",
         help="run the bot against a simulated GPU cluster, with a console and scenarios",
-        description="Start, in one process, a simulated 4-node, 32-GPU cluster with Redfish "
-        "BMCs, the bot on SQLite pointed at it, its worker and the web console with demo "
-        "users (oncall, second, admin, viewer); then fire the seed's alerts through the "
-        "webhook. Ctrl-C stops it and removes its temporary directory.",
+        description="Start, in one process, a simulated 4-node, 32-GPU cluster in two rows "
+        "(a: gpu-node-01, 02; b: gpu-node-03, 04) with Redfish BMCs, the bot on SQLite "
+        "pointed at it, its worker and the web console with demo users (oncall, second, "
+        "admin, viewer); then fire the seed's alerts through the webhook. Ctrl-C stops it "
+        "and removes its temporary directory.",
     )
-    demo.add_argument("--scenario", choices=CHOICES, default="xid79", help="default xid79")
+    demo.add_argument(
+        "--scenario",
+        choices=CHOICES,
+        default="xid79",
+        help="one of the five emergencies, row-cooling (row a's air conditioning fails: "
+        "one incident for the row), all (the five, one after another) or none "
+        "(default xid79)",
+    )
     demo.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     demo.add_argument("--port", type=int, default=8080, help="port; 0 picks one (default 8080)")
     demo.add_argument(
@@ -140,14 +159,17 @@ def _run(
 ) -> None:
     from bot.chat.console.passwords import hash_password
     from bot.runbooks import catalog as catalogs
-    from bot.sim import RedfishOptions, running, seed
+    from bot.sim import RedfishOptions, running
     from bot.sim import play as player
+    from bot.sim.fleet import LEVELS
+    from bot.sim.presets import demo_hall
 
     scenarios = player.expand(args.scenario)
     passwords = {user: args.password or secrets.token_urlsafe(9) for user in USERS}
     token = secrets.token_urlsafe(24)
     token_file = _secret(folder / "webhook-token", token)
-    scenario = seed(grace_seconds=3, startup_seconds=1)
+    hall = demo_hall(grace_seconds=3, startup_seconds=1)
+    scenario = hall.scenario
     # The namespace the bot's node Jobs (nvidia-smi, dcgmi, ibstat) run in.
     scenario = scenario.model_copy(update={"namespaces": [*scenario.namespaces, "runbook-bot"]})
     bmc_login = RedfishOptions("admin", secrets.token_urlsafe(12))
@@ -172,6 +194,7 @@ def _run(
                 },
             },
             escalation={"oncall": {"people": ["oncall"]}},
+            topology={"levels": LEVELS},
             log_level="warning",
         )
         catalog = catalogs.load(settings)
@@ -187,6 +210,7 @@ def _run(
             token=token,
             said=_say,
             after_login=args.after == "login",
+            fleet=hall,
         )
 
         def started() -> None:
@@ -232,7 +256,7 @@ def _plan(scenarios: list[str], delay: float, every: float, after: str) -> list[
         return ["scenario: none (post your own alerts to the webhook)"]
     lines = []
     for index, name in enumerate(scenarios):
-        e = alerts.get(name)
+        e = alerts.scenario(name)
         at = delay + index * every
         when = f"{at:.0f}s after the first login" if after == "login" else f"in {at:.0f}s"
         lines.append(

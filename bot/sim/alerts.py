@@ -7,6 +7,8 @@ sends when the alert clears. A drill's alerts carry the `runbook_bot_drill` labe
 bot keeps them apart from real ones and runs their steps as dry runs.
 
 The demo's scenario player (`play`) and `runbook-bot drill` both build their alerts here.
+`DOMAIN_SCENARIOS` are the demo's failure domains failing (a hot row): their alerts, one per
+GPU and machine of the domain, are `storms`' (the player builds them with the demo's hall).
 """
 
 from __future__ import annotations
@@ -93,6 +95,43 @@ SCENARIOS: dict[str, Emergency] = {
         ),
     )
 }
+
+
+@dataclass(frozen=True)
+class DomainEmergency:
+    """A failure domain failing in the demo: every node of `domain` (a `level/value` of the
+    demo's topology) raises the runbook's alerts at once; the bot makes them one incident."""
+
+    name: str
+    runbook: str
+    alertnames: tuple[str, ...]
+    """The alerts, in the order their rules fire (each rule's `for:`), one notification each."""
+    severity: str
+    level: str
+    domain: str
+    what: str = ""
+
+    @property
+    def alertname(self) -> str:
+        return " and ".join(self.alertnames)
+
+
+DOMAIN_SCENARIOS: dict[str, DomainEmergency] = {
+    e.name: e
+    for e in (
+        DomainEmergency(
+            "row-cooling",
+            "overheating",
+            # ipmi_exporter's rule holds for 2m, DCGM's for 5m: the BMCs' alarm comes first.
+            ("BMCTemperatureHigh", "GPUTemperatureHigh"),
+            "critical",
+            "row",
+            "a",
+            what="the air conditioning of row a fails: every GPU of gpu-node-01 and "
+            "gpu-node-02 heats up to 93 °C, their inlets to 41 °C",
+        ),
+    )
+}
 HCA = "mlx5_1"
 NFS_SERVER = "nfs.storage.svc.cluster.local"
 STORAGE = f"{NFS_SERVER}:/exports/datasets"
@@ -100,7 +139,24 @@ HOT = 93
 
 
 def names() -> list[str]:
+    """The five emergencies (one node each): what `all` plays and drills offer."""
     return list(SCENARIOS)
+
+
+def domain_names() -> list[str]:
+    """The demo's failure-domain scenarios (a hot row)."""
+    return list(DOMAIN_SCENARIOS)
+
+
+def scenario(name: str) -> Emergency | DomainEmergency:
+    """Any scenario the demo plays, by name: one of the five or a domain's."""
+    if name in DOMAIN_SCENARIOS:
+        return DOMAIN_SCENARIOS[name]
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        known = ", ".join([*SCENARIOS, *DOMAIN_SCENARIOS])
+        raise ValueError(f"no scenario {name!r}; choose one of {known}") from None
 
 
 def get(name: str) -> Emergency:

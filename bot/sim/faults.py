@@ -28,6 +28,8 @@ MOUNT_FAILED = "VolumeConditionAbnormal"
 """The reason of the Warning event a pod's failing NFS volume gets (kubelet's volume health)."""
 HOT_FROM = 85
 """The overheating rule's threshold: DCGM_FI_DEV_GPU_TEMP > 85."""
+INLET_HOT_FROM = 35
+"""An inlet the BMC judges warm (its sensor's first upper threshold): the room, not a fan."""
 
 
 def inject(sim: SimHandle, name: str) -> str:
@@ -161,10 +163,13 @@ class Probe:
         """The machine's PowerState as its BMC reports it: On, Off, PoweringOff, ..."""
         return str(self._get(self.bmc, f"/Systems/{node}").get("PowerState"))
 
+    def thermal(self, node: str) -> dict[str, Any]:
+        """The BMC's Thermal document: inlet and GPU temperatures, fans."""
+        return self._get(self.bmc, f"/Chassis/{node}/Thermal")
+
     def gpu_sensor(self, node: str, gpu: int) -> dict[str, Any]:
         """The BMC's temperature sensor of GPU `gpu`: its reading and status."""
-        thermal = self._get(self.bmc, f"/Chassis/{node}/Thermal")
-        for sensor in thermal.get("Temperatures") or []:
+        for sensor in self.thermal(node).get("Temperatures") or []:
             if sensor.get("Name") == f"GPU{gpu} Temp":
                 return dict(sensor)
         return {}
@@ -180,6 +185,28 @@ class Probe:
         with cluster.lock:
             shown = node_outputs.answer(cluster, node, ["ibstat", hca, "1"])
         return shown.output if shown is not None else ""
+
+
+def domain_sighting(probe: Probe, nodes: list[str], gpus: int) -> Sighting:
+    """A hot row as the BMCs of its `nodes` read it: every GPU above the rule's threshold
+    and the inlet hot (one Thermal read per machine)."""
+    seen = Sighting()
+    for node in nodes:
+        readings = {
+            sensor.get("Name"): sensor.get("ReadingCelsius")
+            for sensor in probe.thermal(node).get("Temperatures") or []
+        }
+        hot = [
+            g
+            for g in range(gpus)
+            if isinstance(reading := readings.get(f"GPU{g} Temp"), int | float)
+            and reading > HOT_FROM
+        ]
+        seen.expect(len(hot) == gpus, f"the BMC of {node} reads {len(hot)} of {gpus} GPUs hot")
+        inlet = readings.get("Inlet Temp")
+        warm = isinstance(inlet, int | float) and inlet > INLET_HOT_FROM
+        seen.expect(warm, f"its inlet at {inlet} °C")
+    return seen
 
 
 def sighting(probe: Probe, name: str) -> Sighting:

@@ -2,6 +2,11 @@
 fault shows where the bot will look, then fire its alert through the bot's real webhook,
 as Alertmanager would.
 
+A domain scenario (`alerts.DOMAIN_SCENARIOS`, `row-cooling`) breaks every node of a
+failure domain of the demo's hall (`presets.demo_hall`, a `Fleet`) as `storms` does, and
+posts its alerts as an Alertmanager route grouping by `alertname` sends them: one
+notification per alert name, in the order their rules fire, each naming every node.
+
 The faults, and how each shows from outside, are `faults`'; the alert comes from
 `alerts.firing`. `Player` plays one scenario or all five, in `alerts`' order, in a thread,
 until stopped. Each scenario is played to its post before the next one breaks anything:
@@ -21,7 +26,8 @@ from typing import Any
 import httpx
 
 from bot.clock import Clock, SystemClock
-from bot.sim import alerts, faults
+from bot.sim import alerts, faults, storms
+from bot.sim.fleet import Fleet
 from bot.sim.server import SimHandle
 
 logger = logging.getLogger(__name__)
@@ -70,20 +76,39 @@ def post(client: httpx.Client, body: dict[str, Any], *, token: str | None = None
 
 
 def expand(scenario: str) -> list[str]:
-    """The scenarios `scenario` plays: one, all five, or none."""
+    """The scenarios `scenario` plays: one (of the five or a domain's), all five, or none."""
     if scenario == "none":
         return []
     if scenario == "all":
         return alerts.names()
-    alerts.get(scenario)  # an unknown name says which ones exist
+    alerts.scenario(scenario)  # an unknown name says which ones exist
     return [scenario]
+
+
+def domain_firing(fleet: Fleet, name: str, now: datetime) -> list[dict[str, Any]]:
+    """Domain scenario `name`'s notifications: its alerts grouped by `alertname`, the
+    first rule to fire first."""
+    e = alerts.DOMAIN_SCENARIOS[name]
+    built = _domain_alerts(fleet, e, now=now)
+    bodies = storms.notifications(built, ["alertname"])
+    order = {alertname: i for i, alertname in enumerate(e.alertnames)}
+    return sorted(bodies, key=lambda b: order.get(b["groupLabels"].get("alertname", ""), 99))
+
+
+def _domain_alerts(
+    fleet: Fleet, e: alerts.DomainEmergency, *, now: datetime, sim: SimHandle | None = None
+) -> list[dict[str, Any]]:
+    if e.name == "row-cooling":
+        return storms.row_cooling(fleet, e.domain, sim=sim, now=now)
+    raise ValueError(f"the player cannot play the domain scenario {e.name!r}")
 
 
 class Player:
     """Plays `scenarios` against the bot at `url`: `delay` seconds after it starts (with
     `after_login`: after the first login to the console, `logged_in`), then one every
     `every` seconds, each alert once its fault shows (at most `shows_within` seconds on
-    `clock` after the break). `said` gets one line per scenario played."""
+    `clock` after the break). `said` gets one line per scenario played. A domain scenario
+    needs the `fleet` laid out on `sim` (`presets.demo_hall`)."""
 
     def __init__(
         self,
@@ -98,8 +123,10 @@ class Player:
         after_login: bool = False,
         clock: Clock | None = None,
         shows_within: float = SHOWS_WITHIN,
+        fleet: Fleet | None = None,
     ) -> None:
         self.sim, self.url, self.scenarios = sim, url, list(scenarios)
+        self.fleet = fleet
         self.delay, self.every, self.token, self.said = delay, every, token, said
         self.clock: Clock = clock or SystemClock()
         self.shows_within = shows_within
@@ -147,6 +174,8 @@ class Player:
     def play(self, name: str, client: httpx.Client, probe: faults.Probe) -> str | None:
         """Break, wait until it shows, post: what happened, for the demo's output (None:
         stopped before the alert went out)."""
+        if name in alerts.DOMAIN_SCENARIOS:
+            return self.play_domain(name, client, probe)
         what = faults.inject(self.sim, name)
         seen = self.until_shown(probe, name)
         if seen is None:
@@ -155,11 +184,42 @@ class Player:
         shown = "; ".join(seen.seen)
         return f"scenario {name}: {what}; {shown}; alert fired -> {answer.get('incident')}"
 
-    def until_shown(self, probe: faults.Probe, name: str) -> faults.Sighting | None:
-        """Look at the fault until all of it shows; None if stopped meanwhile."""
+    def play_domain(self, name: str, client: httpx.Client, probe: faults.Probe) -> str | None:
+        """A failure domain's scenario: break each of its nodes, wait until every one shows
+        it, post one notification per alert name."""
+        fleet = self.fleet
+        if fleet is None:
+            raise ValueError(f"the scenario {name} needs the demo's hall (fleet=) to play")
+        e = alerts.DOMAIN_SCENARIOS[name]
+        nodes = fleet.members(e.level, e.domain)
+        _domain_alerts(fleet, e, now=self.clock.now(), sim=self.sim)
+        seen = self.until_shown(
+            probe, name, look=lambda: faults.domain_sighting(probe, nodes, fleet.gpus)
+        )
+        if seen is None:
+            return None
+        numbers = []
+        for body in domain_firing(fleet, name, self.clock.now()):
+            answer = post(client, body, token=self.token)
+            numbers.append(str(answer.get("incident")))
+        posted = ", ".join(dict.fromkeys(numbers))
+        return (
+            f"scenario {name}: {e.what}; {len(nodes)} nodes of {e.level} {e.domain} read hot; "
+            f"alerts fired -> {posted}"
+        )
+
+    def until_shown(
+        self,
+        probe: faults.Probe,
+        name: str,
+        *,
+        look: Callable[[], faults.Sighting] | None = None,
+    ) -> faults.Sighting | None:
+        """Look at the fault (`look`, else the scenario's own sighting) until all of it
+        shows; None if stopped meanwhile."""
         deadline = self.clock.monotonic() + self.shows_within
         while True:
-            seen = faults.sighting(probe, name)
+            seen = look() if look is not None else faults.sighting(probe, name)
             if seen.complete:
                 return seen
             if self.clock.monotonic() >= deadline:

@@ -9,10 +9,19 @@ from typing import Any
 
 import yaml
 
+from bot.sim.fleet import LEAF, PDU, RACK, ROW, Fleet
 from bot.sim.scenario import Scenario, parse
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 SEED = SCENARIOS / "gpu-cluster.yaml"
+DEMO_ROWS: dict[str, list[str]] = {
+    "a": ["gpu-node-01", "gpu-node-02"],
+    "b": ["gpu-node-03", "gpu-node-04"],
+}
+"""The demo's data hall: two rows of one rack each, two nodes a rack, one InfiniBand leaf
+switch and one power feed per rack (row a: rack a1, ib-leaf-01, pdu-a1)."""
+NFS_SERVER = "nfs.storage.svc.cluster.local"
+"""The server of the seed's datasets claim (every node mounts it)."""
 
 
 def seed(
@@ -31,6 +40,48 @@ def seed(
     if startup_seconds is not None:
         data["startup_seconds"] = startup_seconds
     return parse(data, source=str(SEED))
+
+
+def demo_hall(*, grace_seconds: int | None = None, startup_seconds: float | None = None) -> Fleet:
+    """The seed scenario laid out as `DEMO_ROWS`: each node carries the topology labels
+    `bot.sim.fleet.LEVELS` reads (row, rack, leaf switch, power feed), so a hot row is one
+    failure domain. The `Fleet` names each domain's nodes for `storms`."""
+    data: dict[str, Any] = yaml.safe_load(SEED.read_text(encoding="utf-8"))
+    (pool,) = data["nodes"]
+    rows = {row: list(nodes) for row, nodes in DEMO_ROWS.items()}
+    racks = {f"{row}1": nodes for row, nodes in rows.items()}
+    leaves = {f"ib-leaf-{i:02d}": nodes for i, nodes in enumerate(rows.values(), 1)}
+    pdus = {f"pdu-{rack}": nodes for rack, nodes in racks.items()}
+    labels: dict[str, dict[str, str]] = {}
+    for key, domains in ((ROW, rows), (RACK, racks), (LEAF, leaves), (PDU, pdus)):
+        for value, nodes in domains.items():
+            for node in nodes:
+                labels.setdefault(node, {})[key] = value
+    prefix = pool.get("prefix", "gpu-node-")
+    data["nodes"] = [
+        {
+            **pool,
+            "count": 1,
+            "first": int(node.removeprefix(prefix)),
+            "labels": {**pool.get("labels", {}), **labels[node]},
+        }
+        for node in sorted(labels)
+    ]
+    if grace_seconds is not None:
+        data["termination_grace_seconds"] = grace_seconds
+    if startup_seconds is not None:
+        data["startup_seconds"] = startup_seconds
+    scenario = parse(data, source=f"{SEED} (the demo's rows)")
+    every = scenario.node_names()
+    return Fleet(
+        scenario,
+        rows=rows,
+        racks=racks,
+        leaves=leaves,
+        pdus=pdus,
+        nfs={NFS_SERVER: every},
+        gpus=int(pool.get("gpus", 8)),
+    )
 
 
 def crowded_node(

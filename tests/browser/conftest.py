@@ -23,16 +23,10 @@ from playwright.sync_api import Error as PlaywrightError
 from tests.browser import demo as demos
 from tests.browser.console import snap
 from tests.browser.demo import Demo
+from tests.browser.viewing import DESKTOP, PHONE, Theme, Viewers
 
 CHROMIUM = Path("/usr/bin/chromium")
 TIMEOUT_MS = 30_000
-DESKTOP = {"viewport": {"width": 1280, "height": 900}}
-PHONE = {
-    "viewport": {"width": 390, "height": 844},
-    "device_scale_factor": 2,
-    "is_mobile": True,
-    "has_touch": True,
-}
 
 expect.set_options(timeout=TIMEOUT_MS)
 
@@ -92,7 +86,8 @@ class Watched:
 
 
 NewPage = Callable[..., Page]
-"""(demo, *, phone=False, javascript=True) -> a page in a fresh browser context."""
+"""(demo, *, phone=False, javascript=True, theme=None) -> a page in a fresh browser context
+(`theme` "light" or "dark": the `prefers-color-scheme` it reports; None: Playwright's light)."""
 
 
 FAILED = pytest.StashKey[bool]()
@@ -113,9 +108,14 @@ def new_page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[NewPa
     pages: list[Page] = []
     watched: list[Watched] = []
 
-    def make(demo: Demo, *, phone: bool = False, javascript: bool = True) -> Page:
+    def make(
+        demo: Demo, *, phone: bool = False, javascript: bool = True, theme: Theme | None = None
+    ) -> Page:
         context = browser.new_context(
-            **(PHONE if phone else DESKTOP), java_script_enabled=javascript, locale="en-US"
+            **(PHONE if phone else DESKTOP),
+            java_script_enabled=javascript,
+            locale="en-US",
+            color_scheme=theme,
         )
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
@@ -145,3 +145,22 @@ def new_page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[NewPa
     for seen in watched:
         assert seen.foreign == [], f"the console fetched from outside {seen.origin}"
         assert seen.errors == [], f"the console's JavaScript threw: {seen.errors}"
+
+
+ViewersOf = Callable[..., Viewers]
+"""(demo, *, user="oncall") -> that person's four views (phone/desktop x light/dark)."""
+
+
+@pytest.fixture
+def viewers(browser: Browser) -> Iterator[ViewersOf]:
+    """The four viewing combinations as extra contexts on a demo the test already runs;
+    closed after the test (ask for this fixture after `demo_of`, so they close first)."""
+    made: list[Viewers] = []
+
+    def make(demo: Demo, *, user: str = "oncall") -> Viewers:
+        made.append(Viewers(browser, demo, user))
+        return made[-1]
+
+    yield make
+    for seen in made:
+        seen.close()

@@ -1,9 +1,14 @@
 """What a person does in the web console, as Playwright steps, and the screenshots they see.
 
 The selectors are the console UI contract's (docs of issue 9): `tr[data-incident]`,
-`section#card`, `ol#steps > li[data-step][data-state]`, `button[data-action=...]`, `#flash`,
-`ol#timeline`. Waits are Playwright's auto-waiting `expect` with the package's 30 s
-timeout (conftest); nothing here sleeps.
+`section#card`, `li[data-step][data-state]` (in whichever block of the card holds the step),
+`button[data-action=...]`, `#flash`, `ol#timeline`; and issue 21's hooks: `#status-line`,
+`#decision` (the step waiting for a decision, with its buttons), `#running`, `#folded` (a
+<details>), `.feedback` (the message after a click, next to the control pressed; an empty
+slot keeps the class `empty`), `[data-waiting]` on list rows, `#paged`. After each click
+the feedback must be in view where the finger is (`viewing.in_view`). Waits are
+Playwright's auto-waiting `expect` with the package's 30 s timeout (conftest); nothing
+here sleeps.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.demo import Demo
+from tests.browser.measure import press
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 README_IMAGE = Path(__file__).parents[2] / "docs" / "images" / "console-incident.png"
@@ -62,17 +68,28 @@ def card(page: Page) -> Locator:
 
 
 def step(page: Page, step_id: str) -> Locator:
-    return page.locator(f'ol#steps > li[data-step="{step_id}"]')
+    """The step's item, in whichever block of the card shows it (decision, running, the
+    steps so far, the folded ones)."""
+    return page.locator(f'section#card li[data-step="{step_id}"]')
 
 
 def steps_not_in(page: Page, states: tuple[str, ...]) -> Locator:
     """The runbook's steps whose state is none of `states`."""
     unless = "".join(f':not([data-state="{state}"])' for state in states)
-    return page.locator(f"ol#steps > li[data-step]{unless}")
+    return page.locator(f"section#card li[data-step]{unless}")
+
+
+def decision(page: Page) -> Locator:
+    """The block of the one step waiting for a decision."""
+    return page.locator("#decision")
 
 
 def flash(page: Page) -> Locator:
     return page.locator("#flash")
+
+
+def list_row(page: Page, number: int) -> Locator:
+    return page.locator(f'table#incidents tr[data-incident="{number}"]')
 
 
 def timeline(page: Page) -> Locator:
@@ -91,13 +108,16 @@ def click_approve(page: Page, step_id: str, *, targets: str) -> Locator:
     item = step(page, step_id)
     expect(item).to_have_attribute("data-state", "awaiting_approval")
     disruptive = "disruptive" in item.inner_text()
-    item.locator('button[data-action="approve"]').click()
+    button = item.locator('button[data-action="approve"]')
     if disruptive:
+        button.click()
         dialog = page.locator("dialog#confirm")
         expect(dialog).to_be_visible()
         expect(dialog).to_contain_text(targets)
-        dialog.locator('button[data-action="confirm"]').click()
+        press(page, dialog.locator('button[data-action="confirm"]'))
         expect(dialog).to_be_hidden()
+    else:
+        press(page, button)
     return item
 
 
@@ -106,16 +126,55 @@ def mark_done(page: Page, step_id: str, note: str) -> None:
     item = step(page, step_id)
     expect(item).to_have_attribute("data-state", "awaiting_approval")
     item.locator('button[data-action="done"]').click()
-    item.locator("textarea[name=note]").fill(note)
-    item.locator('button[data-action="done-submit"]').click()
+    form = item.locator('form:has(button[data-action="done-submit"])')
+    form.locator("textarea[name=note]").fill(note)
+    press(page, form.locator('button[data-action="done-submit"]'))
     expect(item).to_have_attribute("data-state", "succeeded")
 
 
-def skip(page: Page, step_id: str) -> None:
+def skip(page: Page, step_id: str, reason: str = "", *, dependents: tuple[str, ...] = ()) -> None:
+    """Skip the waiting step. One that later steps depend on opens a form listing them
+    (`dependents`, their titles) and asking why: a blank reason is refused where the person
+    is looking, then `reason` is given."""
     item = step(page, step_id)
     expect(item).to_have_attribute("data-state", "awaiting_approval")
-    item.locator('button[data-action="skip"]').click()
+    button = item.locator('button[data-action="skip"]')
+    if not dependents:
+        press(page, button)
+    else:
+        button.click()
+        form = item.locator("form.skip-form")
+        expect(form).to_be_visible()
+        for title in dependents:
+            expect(form.locator(".dependents")).to_contain_text(title)
+        # Blank to the server: the browser's `required` lets spaces through.
+        form.locator("textarea[name=note]").fill("   ")
+        refused = press(page, form.locator('button[data-action="skip-submit"]'))
+        assert "why" in refused.lower(), f"a blank reason to skip got {refused!r}"
+        expect(item).to_have_attribute("data-state", "awaiting_approval")
+        form = step(page, step_id).locator("form.skip-form")
+        if not form.is_visible():
+            step(page, step_id).locator('button[data-action="skip"]').click()
+        form.locator("textarea[name=note]").fill(reason)
+        press(page, form.locator('button[data-action="skip-submit"]'))
     expect(item).to_have_attribute("data-state", "skipped")
+
+
+def propose_again(page: Page, step_id: str) -> None:
+    """Propose a skipped (failed, expired) step again: it asks for a decision anew."""
+    item = step(page, step_id)
+    expect(item).to_have_attribute("data-state", "skipped")
+    if page.locator(f'#folded li[data-step="{step_id}"]').count():
+        page.locator("#folded > summary").click()  # the folded line opens on demand
+    press(page, item.locator('button[data-action="repropose"]'))
+    expect(step(page, step_id)).to_have_attribute("data-state", "awaiting_approval")
+
+
+def page_second_line(page: Page) -> str:
+    """The first approver of a two-person step pages the second line now; the feedback."""
+    button = decision(page).locator('button[data-action="page-second"]')
+    expect(button).to_be_visible()
+    return press(page, button)
 
 
 def resolve(page: Page, disposition: str) -> None:
@@ -124,7 +183,7 @@ def resolve(page: Page, disposition: str) -> None:
     form = page.locator("form#resolve")
     expect(form).to_be_visible()
     form.locator("textarea[name=disposition]").fill(disposition)
-    form.locator('button[data-action="resolve-submit"]').click()
+    assert "resolved" in press(page, form.locator('button[data-action="resolve-submit"]'))
     expect(flash(page)).to_contain_text("resolved")
     expect(card(page)).to_have_attribute("data-status", "resolved")
 
@@ -143,7 +202,7 @@ def approve_then_cancel(page: Page, step_id: str, *, targets: str) -> None:
     dialog.locator('button[data-action="cancel"]').click()
     expect(dialog).to_be_hidden()
     expect(item).to_have_attribute("data-state", "awaiting_approval")
-    expect(item).to_contain_text("approvals 0 of 2")
+    expect(item).to_contain_text("waiting for two different people to approve")
     assert posts == [], f"cancelling the confirmation still posted {posts}"
 
 

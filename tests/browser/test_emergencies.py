@@ -2,7 +2,10 @@
 on call would: `oncall` on a phone decides, `second` on a desktop gives the second
 approval of two-person steps. Each test ends with the runbook settled, the incident
 resolved with a disposition, the cluster as the runbook left it (read through the
-simulator's API and BMCs) and every decision in the incident's log.
+simulator's API and BMCs) and every decision in the incident's log. On the way, oncall's
+four viewing combinations (phone/desktop, light/dark: `viewing.Viewers`, extra contexts on
+the same demo) look at the first decision, the two-person moment and the resolved card:
+the decision on the first screen, every key text at AA contrast.
 
 (XID 79, the first emergency, has its own test with screenshots: test_xid_incident.py.)
 """
@@ -16,17 +19,26 @@ from playwright.sync_api import expect
 
 from tests.browser import walking
 from tests.browser.cluster import Simulator
-from tests.browser.conftest import DemoOf, NewPage
+from tests.browser.conftest import DemoOf, NewPage, ViewersOf
 from tests.browser.console import step
 from tests.browser.walking import Night, approve, done, settle_and_resolve, skip, two, walk
 
 OnCall = Callable[[str], Night]
 
+pytestmark = pytest.mark.timeout(300)
+"""A walk waits for the bot's own minute of a node Ready, and looks at four views on the way."""
+
 
 @pytest.fixture
-def on_call(demo_of: DemoOf, new_page: NewPage) -> OnCall:
-    """(scenario) -> its demo's incident, open for `oncall` (phone) and `second` (desktop)."""
-    return lambda scenario: walking.on_call(demo_of(scenario), new_page)
+def on_call(demo_of: DemoOf, new_page: NewPage, viewers: ViewersOf) -> OnCall:
+    """(scenario) -> its demo's incident, open for `oncall` (phone) and `second` (desktop),
+    with oncall's four viewing combinations."""
+
+    def start(scenario: str) -> Night:
+        demo = demo_of(scenario)
+        return walking.on_call(demo, new_page, viewers(demo))
+
+    return start
 
 
 def test_node_down_is_read_off_cordoned_tainted_powered_on_verified_and_returned_by_two(
@@ -49,7 +61,7 @@ def test_node_down_is_read_off_cordoned_tainted_powered_on_verified_and_returned
         done("burn_in", "2 h all_reduce_perf on 8 GPUs: no XID, no job failure"),
         two("uncordon"),
     ]
-    walk(night.pages, decisions, targets=node)
+    walk(night, decisions, targets=node)
     night.shows("diag", "dcgmi diag -r 3 passed")
     settle_and_resolve(night, decisions, "gpu-node-04 lost power; powered on, verified")
 
@@ -74,7 +86,7 @@ def test_ib_port_down_drains_the_node_and_keeps_it_out_while_the_port_stays_down
         # The simulator has no hands: the port is still down when the bot checks again.
         done("ports_still_bad", "handed to the network vendor"),
     ]
-    walk(night.pages, decisions, targets=node)
+    walk(night, decisions, targets=node)
     night.shows("verify_ports", "mlx5_1/1: State Down")
     expect(step(night.phone, "uncordon")).to_have_attribute("data-state", "skipped")
     settle_and_resolve(night, decisions, "gpu-node-03 out until the vendor fixes mlx5_1")
@@ -100,7 +112,7 @@ def test_storage_outage_closes_the_queue_until_read_write_and_resume_are_verifie
         skip("data_loss"),  # nothing was lost
         approve("reopen_queue"),
     ]
-    walk(night.pages, decisions, targets="default")
+    walk(night, decisions, targets="default")
     night.shows("reopen_queue", "Closed -> Open")
     settle_and_resolve(night, decisions, "NFS server restarted; queue reopened")
 
@@ -118,7 +130,7 @@ def test_one_hot_gpu_with_healthy_fans_stays_in_service_and_goes_to_the_vendor(
     night.shows("temperatures", "GPU3 Temp 93")
     night.shows("fans", "all ok")
     decisions = [skip("replace_fan")]  # the fans are fine: the runbook says skip, call the vendor
-    walk(night.pages, decisions, targets=node)
+    walk(night, decisions, targets=node)
     night.shows("temperatures_after", "GPU3 Temp 93")
     settle_and_resolve(night, decisions, "fans fine; vendor case for GPU 3 of gpu-node-01")
 

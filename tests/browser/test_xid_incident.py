@@ -2,20 +2,25 @@
 
 On a phone, `oncall` watches the incident appear in the list, approves the cordon and the
 drain, watches the drain reach "drained", opens and cancels the disruptive power cycle's
-confirmation, then approves it; a second person (`second`, on a desktop) has the incident
-page open the whole time, sees every change arrive without reloading, and gives the power
-cycle and the return to service their second approvals. Once the runbook has nothing left
-to decide, `oncall` resolves with a disposition and opens the postmortem draft; the
-simulator shows the node back in service with all eight GPUs. Screenshots of both are
-saved at the moments that matter (tests/browser/artifacts/).
+confirmation, then approves it, sees "approved by you, waiting for one more" and pages the
+second line; a second person (`second`, on a desktop) has the incident page open the whole
+time, sees every change arrive without reloading, finds in their list that a decision
+waits for them, and gives the power cycle and the return to service their second
+approvals. Once the runbook has nothing left to decide, `oncall` resolves with a
+disposition and opens the postmortem draft; the simulator shows the node back in service
+with all eight GPUs. Screenshots of both are saved at the moments that matter
+(tests/browser/artifacts/). oncall's four viewing combinations look at the waiting cordon
+(the docs' console-phone-light, console-phone-dark and console-desktop images), the
+two-person moment and the end.
 """
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.cluster import Simulator
-from tests.browser.conftest import DemoOf, NewPage
+from tests.browser.conftest import DemoOf, NewPage, ViewersOf
 from tests.browser.console import (
     ARTIFACTS,
     approve,
@@ -33,11 +38,20 @@ from tests.browser.console import (
     step,
     timeline,
 )
+from tests.browser.walking import Night, assert_settled, two, walk
 from tests.browser.walking import approve as approval
-from tests.browser.walking import assert_settled, two, walk
 
 NODE = "gpu-node-02"
+DOCS = {
+    ("phone", "light"): "console-phone-light.png",
+    ("phone", "dark"): "console-phone-dark.png",
+    ("desktop", "light"): "console-desktop.png",
+}
+"""The first screens of the waiting cordon that docs/console.md shows."""
 DISPOSITION = "gpu-node-02 drained and power-cycled; GPU 5 back on the bus, diag -r 3 passed"
+
+pytestmark = pytest.mark.timeout(300)
+"""A walk waits for the bot's own minute of a node Ready, and looks at four views on the way."""
 
 
 def snap_both(moment: str, phone: Page, desktop: Page, *, focus: str) -> None:
@@ -47,7 +61,7 @@ def snap_both(moment: str, phone: Page, desktop: Page, *, focus: str) -> None:
 
 
 def test_oncall_drains_power_cycles_and_returns_the_xid_node_from_a_phone_with_a_postmortem(
-    demo_of: DemoOf, new_page: NewPage
+    demo_of: DemoOf, new_page: NewPage, viewers: ViewersOf
 ) -> None:
     # The alert fires 3 s after the first login (the demo waits for it): the list is open
     # before it arrives.
@@ -78,6 +92,9 @@ def test_oncall_drains_power_cycles_and_returns_the_xid_node_from_a_phone_with_a
         expect(step(page, "cordon")).to_have_attribute("data-state", "awaiting_approval")
     snap_both("incident awaiting cordon", phone, desktop, focus='li[data-step="cordon"]')
     assert_fits_the_screen(phone)
+    people = {"oncall": phone, "second": desktop}
+    night = Night(demo, number, people, viewers(demo), docs={"first decision": DOCS})
+    night.look("first decision")
 
     approve(phone, "cordon", targets=NODE)
     expect(step(phone, "cordon")).to_have_attribute("data-state", "succeeded")
@@ -95,9 +112,8 @@ def test_oncall_drains_power_cycles_and_returns_the_xid_node_from_a_phone_with_a
     publish(desktop)
     # Next the runbook proposes the power cycle: two people, and a dialog naming the node.
     approve_then_cancel(phone, "power_cycle", targets=NODE)
-    people = {"oncall": phone, "second": desktop}
     walk(
-        people,
+        night,
         [two("power_cycle"), approval("diag"), two("uncordon_after_power_cycle")],
         targets=NODE,
     )
@@ -115,6 +131,7 @@ def test_oncall_drains_power_cycles_and_returns_the_xid_node_from_a_phone_with_a
         assert_not_reloaded(page)
     snap_both("incident resolved", phone, desktop, focus="#flash")
     assert_fits_the_screen(phone)
+    night.look("resolved", decision=False)
 
     phone.locator("a#postmortem-link").click()
     expect(phone).to_have_url(demo.at(f"/incidents/{number}/postmortem"))

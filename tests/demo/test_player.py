@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pytest
 from kubernetes import client as k8s
 
 from bot.clock import FrozenClock
-from bot.sim import RedfishOptions, SimHandle, alerts, faults, running, seed
+from bot.sim import RedfishOptions, SimHandle, alerts, faults, presets, running, seed
 from bot.sim import play as player
 from tests.sim.waiting import eventually
 
@@ -67,8 +67,14 @@ class Witness:
         )
 
 
+class Looker(Protocol):
+    seen: Sized
+
+    def look(self, body: dict[str, Any]) -> None: ...
+
+
 @contextmanager
-def webhook(witness: Witness) -> Iterator[str]:
+def webhook(witness: Looker) -> Iterator[str]:
     """An HTTP server on a free loopback port that answers each alert as the bot would,
     after the witness has looked; its base URL."""
 
@@ -148,3 +154,76 @@ def test_a_fault_that_does_not_show_in_time_is_not_posted_and_says_what_is_missi
     assert set(clock.slept) == {player.LOOK_EVERY}  # it looked again and again, on the clock
     assert sum(clock.slept) >= 1
     assert witness.seen == []
+
+
+@dataclass
+class RowWitness:
+    """What the row's BMCs read when each notification of a domain scenario arrived."""
+
+    sim: SimHandle
+    seen: list[tuple[str, list[str], dict[str, list[float]]]] = field(default_factory=list)
+
+    def look(self, body: dict[str, Any]) -> None:
+        nodes = sorted({a["labels"]["Hostname"] for a in body["alerts"]})
+        login = self.sim.redfish.options if self.sim.redfish else None
+        assert login is not None
+        with httpx.Client(
+            base_url=f"{self.sim.redfish_url}/redfish/v1",
+            auth=(login.username, login.password),
+            timeout=5,
+        ) as bmc:
+            readings = {
+                node: [
+                    t["ReadingCelsius"]
+                    for t in bmc.get(f"/Chassis/{node}/Thermal").json()["Temperatures"]
+                ]
+                for node in ("gpu-node-01", "gpu-node-02", "gpu-node-03")
+            }
+        self.seen.append((body["groupLabels"]["alertname"], nodes, readings))
+
+
+def test_a_hot_row_posts_one_notification_per_alert_name_naming_both_machines_once_hot() -> None:
+    hall = presets.demo_hall(grace_seconds=1, startup_seconds=0.1)
+    said: list[str] = []
+    with (
+        running(
+            hall.scenario, time_scale=SLOW, redfish=RedfishOptions("admin", "demo-bmc-pw")
+        ) as sim,
+        webhook(witness := RowWitness(sim)) as url,
+    ):
+        play = player.Player(
+            sim, url, player.expand("row-cooling"), delay=0, every=0, said=said.append, fleet=hall
+        )
+        play.start()
+        eventually(lambda: len(said) == 1, timeout=30, what="the row's alerts posted")
+        play.close()
+
+    # The BMCs' alarm first (its rule holds 2m, DCGM's 5m), then the GPUs'; each names the row.
+    assert [(name, nodes) for name, nodes, _ in witness.seen] == [
+        ("BMCTemperatureHigh", ["gpu-node-01", "gpu-node-02"]),
+        ("GPUTemperatureHigh", ["gpu-node-01", "gpu-node-02"]),
+    ]
+    _, _, readings = witness.seen[0]
+    # Inlet and eight GPUs: hot in row a when the first alert arrived, not in row b.
+    assert readings["gpu-node-01"] == readings["gpu-node-02"] == [41.0] + [93.0] * 8
+    assert max(readings["gpu-node-03"]) < faults.HOT_FROM
+    assert said == [
+        f"scenario row-cooling: {alerts.DOMAIN_SCENARIOS['row-cooling'].what}; 2 nodes of "
+        "row a read hot; alerts fired -> INC-1, INC-2"
+    ]
+
+
+def test_a_domain_scenario_without_the_demos_hall_says_what_it_needs() -> None:
+    with simulator() as sim:
+        play = player.Player(sim, "http://127.0.0.1:9", ["row-cooling"], delay=0, every=0)
+        probe = faults.Probe(sim)
+        try:
+            with (
+                httpx.Client(base_url="http://127.0.0.1:9") as client,
+                pytest.raises(
+                    ValueError, match=r"the scenario row-cooling needs the demo's hall \(fleet=\)"
+                ),
+            ):
+                play.play("row-cooling", client, probe)
+        finally:
+            probe.close()

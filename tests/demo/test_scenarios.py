@@ -69,7 +69,10 @@ def test_a_drill_alert_carries_the_label_the_bot_reads_and_its_own_group() -> No
 def test_an_unknown_scenario_names_the_ones_there_are() -> None:
     with pytest.raises(ValueError, match="no scenario 'fire'; choose one of xid79, node-down"):
         player.expand("fire")
-    assert player.expand("all") == alerts.names()
+    with pytest.raises(ValueError, match="overheating, row-cooling$"):
+        player.expand("fire")
+    assert player.expand("row-cooling") == ["row-cooling"]
+    assert player.expand("all") == alerts.names()  # the five; a hot row is played alone
     assert player.expand("none") == []
 
 
@@ -96,4 +99,4 @@ def test_the_commands_offer_exactly_the_scenarios_the_player_has() -> None:
     from bot.cli import demo, drill
 
     assert list(drill.SCENARIOS) == alerts.names()
-    assert [*alerts.names(), "all", "none"] == demo.CHOICES
+    assert [*alerts.names(), *alerts.domain_names(), "all", "none"] == demo.CHOICES

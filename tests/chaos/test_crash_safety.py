@@ -136,8 +136,12 @@ def approve_cordons(client: httpx.Client, bot: Bot, wanted: int, done: set[int])
                 break
             if number in done or steps(client, number).get("cordon") != "awaiting_approval":
                 continue
+            # Approving acknowledges by default (deciding is responding); here the ladder
+            # is to keep running, so that its first timers are seen to fire exactly once.
             answer = client.post(
-                f"/api/incidents/{number}/steps/cordon/approve", json={}, headers=alice
+                f"/api/incidents/{number}/steps/cordon/approve",
+                json={"acknowledge": False},
+                headers=alice,
             )
             assert answer.status_code == 200, answer.text
             approved.append(number)

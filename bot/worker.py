@@ -13,8 +13,9 @@ ends wakes the loop, which records its result at once and takes the next run.
 `run_forever` is the loop of `runbook-bot worker` and of the child process `serve` starts;
 `wake` cuts its idle wait short when the webhook opened an incident or a decision was
 just committed (across the process boundary through a pipe, in `serve`). Asked to stop, it
-claims nothing more and finishes the runs in hand (their leases kept, their timeouts
-watched) before it returns.
+claims nothing more, records the runs in hand that ended, and cancels the others (a drain
+a budget blocks may run for hours): each stops at its next call or wait, and is written
+`interrupted` (a person decides again, as after a crash) before the loop returns.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ HANDOVER_CHECK = timedelta(seconds=10)
 """How often a worker looks whether who is on call changed."""
 REMIND_CHECK = timedelta(seconds=60)
 """How often a worker looks for follow-up reminders and the weekly digest that are due."""
+STOP_GRACE = 5.0
+"""Real seconds a stopping worker gives the actions it cancelled to end before it writes
+them interrupted and returns."""
 SETTLE_POLL = 0.05
 """Real seconds between two looks at the runs in hand while `settle` waits for them."""
 
@@ -115,13 +119,35 @@ class Worker:
             if not worked:
                 self._wake.wait(self._idle(poll))
                 self._wake.clear()
+        self._guarded(self.tend)  # what ended already is recorded as it ended
         if self._hand:
-            logger.info("worker %s: finishing %d steps in hand", self.owner, len(self._hand))
-        while self._hand:  # claims nothing more; leases kept, timeouts watched
-            if not self._guarded(self.tend) and self._hand:
-                self._wake.wait(self._idle(poll))
-                self._wake.clear()
+            self.interrupt_in_hand()
         logger.info("worker %s stopped", self.owner)
+
+    def interrupt_in_hand(self, grace: float = STOP_GRACE) -> None:
+        """Stopping: cancel the runs in hand (each stops at its next call or wait, however
+        long its step's timeout), give their actions up to `grace` real seconds to end, and
+        write each interrupted, for people to decide again. A drain blocked on a budget
+        for hours does not hold the stop; one the database cannot take now is left to the
+        reaper once its lease runs out."""
+        logger.info("worker %s: stopping; cancelling %d steps in hand", self.owner, len(self._hand))
+        for running in self._hand.values():
+            running.cancelled.set()
+        deadline = time.monotonic() + grace
+        for running in self._hand.values():
+            running.wait(max(deadline - time.monotonic(), 0.0))
+        for run_id, running in list(self._hand.items()):
+            try:
+                running.interrupt(f"worker {self.owner} stopped while it ran")
+            except BotError as exc:
+                logger.warning(
+                    "worker %s: step %s of INC-%s is left to the reaper (its lease runs out): %s",
+                    self.owner,
+                    running.claim.step,
+                    running.claim.incident,
+                    exc,
+                )
+            del self._hand[run_id]
 
     def _guarded(self, work: Callable[[], bool]) -> bool:
         try:

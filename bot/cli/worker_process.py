@@ -11,8 +11,9 @@ writing a byte to a pipe, never blocking: a full pipe already holds a wake-up. (
 acknowledge, which stalls the event loop, and forever if that process was killed.) A
 child that dies (a crash, the OOM killer, kill -9) is started again after a backoff of
 1 s doubling to 30 s; nothing is lost, because a step it was running has a lease that
-runs out and is then offered to people again. `stop` sends SIGTERM: the child finishes the
-step in hand and exits. A child whose parent died (serve was killed) stops by itself
+runs out and is then offered to people again. `stop` sends SIGTERM: the child records the
+steps that ended, cancels the ones in hand (written interrupted, for people to decide again)
+and exits within seconds. A child whose parent died (serve was killed) stops by itself
 within a second instead of running on unsupervised.
 """
 

@@ -316,6 +316,41 @@ class Running:
             left = (self._kept or [])[len(kept) :]
             self._kept = left or None
 
+    def interrupt(self, why: str) -> None:
+        """Leave the run to people now, as the reaper would once its lease ran out: its
+        kept log entries written and the run `interrupted` (the engine proposes a new
+        attempt), only while it is still this worker's. For a worker that stops: the
+        action was cancelled, whether it finished is unknown. Raises `StorageUnavailable`
+        when the database cannot take it (the lease then runs out)."""
+        claim = self.claim
+        self.cancelled.set()
+        with self._kept_lock:
+            kept = list(self._kept or [])
+        with self.db.transaction() as session:
+            incident = incidents.get(session, claim.incident, lock=True)
+            actor = engine.actor_of(claim.actor)
+            for at, kind, summary, data in kept:
+                log.append(
+                    session, incident, at=at, actor=actor, type=kind, summary=summary, data=data
+                )
+            run = session.get(StepRun, claim.run_id, with_for_update=True)
+            if run is None or run.state != S.RUNNING or run.lease_owner != self.owner:
+                return
+            now = self.clock.now()
+            run.finished_at, run.lease_until = now, None
+            run.summary = f"interrupted: {why}; its action was cancelled"
+            summary = (
+                f"step {claim.step} interrupted: {why}; its action was cancelled at its next "
+                "call, and whether it finished is unknown, so it is not re-run: a person "
+                "decides again"
+            )
+            data = {"owner": self.owner, "run": run.id, "why": why}
+            move(session, incident, run, S.INTERRUPTED, now, summary, data)
+            engine.advance(session, claim.incident, now, self.settings)
+        with self._kept_lock:
+            left = (self._kept or [])[len(kept) :]
+            self._kept = left or None
+
     def _finish(self, session: Session, incident: Incident, outcome: Outcome | None) -> None:
         claim = self.claim
         now = self.clock.now()

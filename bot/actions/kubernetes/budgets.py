@@ -33,6 +33,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from bot.actions import cluster
 from bot.actions.context import ActionContext
 from bot.actions.kubernetes import api
+from bot.errors import ActionCancelled
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -159,6 +160,8 @@ class BudgetWatch(Generic[T]):
                     self._give_up(namespace, f"watching PodDisruptionBudgets: {exc.reason}")
                     return
                 logger.info("PDB watch in %s failed (%s); resuming", namespace, exc.status)
+            except ActionCancelled:
+                return  # the run was cancelled: no more calls on its behalf
             except Exception as exc:  # the stream broke (or was shut by `close`)
                 if self._stop.is_set():
                     return

@@ -17,7 +17,10 @@ be watched, does a refused pod wait kubectl's 5 s (staggered) before it is tried
 The caller's thread keeps each pod's next step on a timer heap and hands it (one API call)
 to a bounded pool, so a pod waiting on a budget holds no worker and a hundred pods start
 at once. Only the caller's thread reports. Every wait and deadline is on the action's clock
-(`ctx.clock`), so a test moves time instead of waiting for it.
+(`ctx.clock`), so a test moves time instead of waiting for it. A cancelled run
+(`ctx.cancelled`: its step timed out, or the worker is stopping) stops waiting within
+`CANCEL_CHECK`, also while every pod left is parked on a budget: the calls in flight
+answer, and what is still there is listed as remaining.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ RETRY_INTERVAL: Final = 5.0
 """kubectl's wait after a 429 before evicting that pod again (the API sends no Retry-After)."""
 POLL_INTERVAL: Final = 1.0
 """kubectl's interval between reads of an evicted pod until it is gone."""
+CANCEL_CHECK: Final = 1.0
+"""The longest wait on a budget between two looks at `ctx.cancelled` (seconds of the
+action's clock): a budget that never allows the pod must not hold a cancelled run."""
 MAX_WORKERS: Final = 32
 MIRROR: Final = "kubernetes.io/config.mirror"
 FINISHED: Final = ("Succeeded", "Failed")
@@ -235,6 +241,8 @@ def evict(
     try:
         with ThreadPoolExecutor(workers, thread_name_prefix="drain") as pool:
             while (timers or running or watch.waiting()) and clock.monotonic() < deadline:
+                if ctx.cancelled.is_set():
+                    break  # nobody waits any more (the step timed out, the worker stops)
                 release()
                 now = clock.monotonic()
                 while timers and timers[0][0] <= now:
@@ -246,7 +254,8 @@ def evict(
                     # still meanwhile, so its timers fall due only once they have answered.
                     settle(wait(running, timeout=pause, return_when=FIRST_COMPLETED).done)
                 elif watch.waiting():
-                    waits.until(clock, watch.changed, pause)  # a budget's status, or a timer
+                    # A budget's status, or a timer; a cancelled run is looked at each second.
+                    waits.until(clock, watch.changed, min(pause, CANCEL_CHECK))
                 else:
                     clock.sleep(pause)
                 shown = _report(ctx, pods, shown)

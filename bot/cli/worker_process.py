@@ -83,7 +83,7 @@ class WorkerProcess:
         self._supervisor.start()
 
     def stop(self, timeout: float) -> None:
-        """Ask the child to finish the step in hand (up to `timeout` s), then end it."""
+        """Stop the child: it cancels the steps in hand (up to `timeout` s), then it is ended."""
         with self._lock:
             self._closing.set()
             process = self._process

@@ -22,6 +22,7 @@ import logging
 import re
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from functools import partial
 from typing import Any, cast
 
 from slack_bolt import Ack, App, BoltRequest, BoltResponse
@@ -173,12 +174,11 @@ class SlackApp:
                 ack()
                 return
             who = self._clicker(user)
-            hint = self._second_hint(who, run) if decision == "approve" else ""
             self._decide(
                 body,
                 run.incident_number,
                 lambda: self.decisions.step(who, run, decision),
-                hint=hint,
+                hint=partial(self._second_hint, who, run) if decision == "approve" else None,
             )
             ack()
 
@@ -537,14 +537,18 @@ class SlackApp:
         return False
 
     def _decide(
-        self, body: dict[str, Any], number: int, call: Callable[[], object], hint: str = ""
+        self,
+        body: dict[str, Any],
+        number: int,
+        call: Callable[[], object],
+        hint: Callable[[], str] | None = None,
     ) -> None:
-        """Make the decision; a refusal goes to the clicker alone, with `hint` (what to do
-        instead) after it."""
+        """Make the decision; a refusal goes to the clicker alone, followed by what `hint`
+        says to do instead (asked only on a refusal: it reads the card again)."""
         try:
             call()
         except BotError as exc:
-            self._ephemeral(body, f"{exc}{hint}")
+            self._ephemeral(body, f"{exc}{hint() if hint is not None else ''}")
             return
         self.wake()
 
